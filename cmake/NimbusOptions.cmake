@@ -1,0 +1,22 @@
+# Build options shared by every target.
+option(NIMBUS_BUILD_TESTS "Build the GoogleTest suite" ON)
+option(NIMBUS_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
+option(NIMBUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+# x86-64-v3 (AVX2, FMA, F16C) is the baseline of every cloud CPU we target;
+# oneDNN picks wider instruction sets itself at run time.
+set(NIMBUS_ARCH_FLAGS "-march=x86-64-v3" CACHE STRING "Target-architecture flags for our own kernels")
+if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  set(NIMBUS_ARCH_FLAGS "" CACHE STRING "" FORCE)
+endif()
+
+add_library(nimbus_build_flags INTERFACE)
+target_compile_options(nimbus_build_flags INTERFACE
+  -Wall -Wextra -Wno-unused-parameter
+  $<$<CONFIG:Release>:-O3>
+  ${NIMBUS_ARCH_FLAGS})
+if(NIMBUS_SANITIZE)
+  target_compile_options(nimbus_build_flags INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(nimbus_build_flags INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,79 @@
+// GradientTape: reverse-mode automatic differentiation, TensorFlow's model.
+// While a tape is alive it records every op whose inputs it watches (tensors
+// passed to watch(), trainable variables read inside it, and everything
+// computed from those); gradient() runs the ops' gradient rules backwards.
+//
+//   GradientTape tape;
+//   Tensor loss = mean(sparse_softmax_cross_entropy(matmul(x, w.value()) + b.value(), labels));
+//   std::vector<Tensor> grads = tape.gradient(loss, {w, b});
+//
+// The gradient rules are ops themselves, so the same code builds backward
+// graphs in graph mode. A non-persistent tape (the default) gives one
+// gradient() call and then frees what it recorded; persistent tapes allow
+// several. Sources not connected to the target get an undefined tensor
+// (TensorFlow's None), or zeros with UnconnectedGradients::kZero.
+#pragma once
+
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "nimbus/autodiff/variable.h"
+#include "nimbus/ops/attrs.h"
+#include "nimbus/ops/dispatch.h"
+#include "nimbus/tensor/tensor.h"
+
+namespace nimbus {
+
+enum class UnconnectedGradients { kNone, kZero };
+
+class GradientTape final : public OpObserver {
+ public:
+  explicit GradientTape(bool persistent = false, bool watch_accessed_variables = true);
+  ~GradientTape() override;
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  void watch(const Tensor& tensor);
+  void watch(const Variable& variable);
+
+  // d target / d source for each source. `output_gradient` seeds the target's
+  // gradient (ones when undefined, so a non-scalar target is implicitly summed).
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_gradient = {},
+                               UnconnectedGradients unconnected = UnconnectedGradients::kNone);
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               const Tensor& output_gradient = {},
+                               UnconnectedGradients unconnected = UnconnectedGradients::kNone);
+
+  // Stops and resumes recording (TF's tape.stop_recording()).
+  void pause();
+  void resume();
+
+  // How many op calls the tape holds (for tests and memory reports).
+  size_t num_recorded() const { return entries_.size(); }
+
+  void on_op(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> inputs,
+             std::span<const Tensor> outputs) override;
+
+  // Called by Variable::value() with the variable's tensor: tapes on this
+  // thread that watch accessed variables watch it.
+  static void notify_variable_read(const Tensor& value);
+
+ private:
+  struct Entry {
+    const OpSchema* op;
+    Attrs attrs;
+    std::vector<Tensor> inputs;
+    std::vector<Tensor> outputs;
+  };
+
+  bool persistent_;
+  bool watch_accessed_variables_;
+  bool recording_ = true;
+  bool used_ = false;
+  std::unordered_set<uint64_t> tracked_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace nimbus

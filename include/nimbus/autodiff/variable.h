@@ -1,0 +1,45 @@
+// Variables: named, mutable tensors that hold model state (weights, optimizer
+// slots). Copies of a Variable refer to the same variable, as in TensorFlow.
+//
+//   Variable w(random_normal({784, 10}, 0, 0.05), "dense/kernel");
+//   Tensor y = matmul(x, w.value());   // reading a trainable variable inside a tape watches it
+//   w.assign(w.value() - grad * 0.1);   // in place: every holder of w.value() sees the update
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nimbus/tensor/tensor.h"
+
+namespace nimbus {
+
+class Variable {
+ public:
+  Variable() = default;
+  explicit Variable(Tensor initial_value, std::string name = "", bool trainable = true);
+
+  bool defined() const { return state_ != nullptr; }
+  // The variable's tensor. Its identity never changes, so gradient tapes and
+  // traced graphs can refer to it; assign() overwrites its elements.
+  const Tensor& value() const;
+  void assign(const Tensor& new_value);
+  void assign_add(const Tensor& delta);
+  void assign_sub(const Tensor& delta);
+
+  const std::string& name() const;
+  bool trainable() const;
+  const Shape& shape() const { return value().shape(); }
+  DType dtype() const { return value().dtype(); }
+  bool same_as(const Variable& other) const { return state_ == other.state_; }
+
+ private:
+  struct State {
+    Tensor value;
+    std::string name;
+    bool trainable = true;
+  };
+  const State& state() const;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace nimbus

@@ -1,0 +1,27 @@
+// IDX files: the format of MNIST and Fashion-MNIST (Y. LeCun,
+// http://yann.lecun.com/exdb/mnist/), plain or gzip-compressed.
+//
+//   Tensor images = read_idx("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");  // u8 (60000, 28, 28)
+//   Tensor labels = read_idx(".../train-labels-idx1-ubyte.gz");                               // u8 (60000)
+//   write_idx("out.idx", images);  // plain (uncompressed) IDX
+//
+// Layout: two zero bytes, a type code (0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32,
+// 0x0D f32, 0x0E f64), the number of dimensions, each dimension as a
+// big-endian u32, then the elements big-endian in row-major order. i8 and i16
+// elements are widened to i32. A missing file is NotFound; a malformed or
+// truncated one is a DataError naming the file and the byte offset.
+#pragma once
+
+#include <string>
+
+#include "nimbus/tensor/tensor.h"
+
+namespace nimbus::data {
+
+Tensor read_idx(const std::string& path);
+void write_idx(const std::string& path, const Tensor& tensor);
+
+// Where Debian's dataset-fashion-mnist package puts the files.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace nimbus::data

@@ -1,0 +1,33 @@
+// Process-wide runtime settings: compute threads, determinism and the seed
+// (the runtime.* keys of configs).
+//
+//   RuntimeOptions options;
+//   options.threads = 2;
+//   options.deterministic = true;
+//   configure_runtime(options);
+//
+// Compute kernels (ours and oneDNN's) share one OpenMP pool of
+// `threads` threads, so nothing oversubscribes the cores.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace nimbus {
+
+struct RuntimeOptions {
+  // 0 means all cores.
+  int threads = 0;
+  // Bit-reproducible results run to run: fixed reduction orders, every
+  // random draw from the seed.
+  bool deterministic = false;
+  std::optional<uint64_t> seed;
+};
+
+void configure_runtime(const RuntimeOptions& options);
+const RuntimeOptions& runtime_options();
+// The compute pool's thread count now in effect.
+int compute_threads();
+int hardware_cores();
+
+}  // namespace nimbus

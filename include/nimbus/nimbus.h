@@ -1,0 +1,20 @@
+// The whole public API in one include.
+#pragma once
+
+#include "nimbus/autodiff/gradient_tape.h"
+#include "nimbus/autodiff/variable.h"
+#include "nimbus/base/dtype.h"
+#include "nimbus/base/error.h"
+#include "nimbus/base/rng.h"
+#include "nimbus/base/shape.h"
+#include "nimbus/base/size_units.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/device/device.h"
+#include "nimbus/device/runtime.h"
+#include "nimbus/ops/creation.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/linalg.h"
+#include "nimbus/ops/nn.h"
+#include "nimbus/ops/reduction.h"
+#include "nimbus/ops/shape_ops.h"
+#include "nimbus/tensor/tensor.h"

@@ -1,0 +1,45 @@
+#include "nimbus/autodiff/variable.h"
+
+#include "nimbus/autodiff/gradient_tape.h"
+#include "nimbus/base/error.h"
+#include "nimbus/ops/elementwise.h"
+
+namespace nimbus {
+
+Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
+  if (!initial_value.defined()) throw InvalidArgument("Variable '" + name + "': the initial value is undefined");
+  state_ = std::make_shared<State>();
+  // A private copy: the caller's tensor must not change when the variable does.
+  state_->value = initial_value.clone();
+  state_->name = std::move(name);
+  state_->trainable = trainable;
+}
+
+const Variable::State& Variable::state() const {
+  if (state_ == nullptr) throw InvalidArgument("use of an undefined Variable");
+  return *state_;
+}
+
+const Tensor& Variable::value() const {
+  const State& s = state();
+  if (s.trainable) GradientTape::notify_variable_read(s.value);
+  return s.value;
+}
+
+void Variable::assign(const Tensor& new_value) {
+  const State& s = state();
+  if (new_value.shape() != s.value.shape() || new_value.dtype() != s.value.dtype()) {
+    throw InvalidArgument("Variable '" + s.name + "': assign of a " + std::string(dtype_name(new_value.dtype())) + " " +
+                          new_value.shape().to_string() + " value to a " + std::string(dtype_name(s.value.dtype())) +
+                          " " + s.value.shape().to_string() + " variable");
+  }
+  state_->value.copy_from(new_value);
+}
+
+void Variable::assign_add(const Tensor& delta) { assign(add(state().value, delta)); }
+void Variable::assign_sub(const Tensor& delta) { assign(sub(state().value, delta)); }
+
+const std::string& Variable::name() const { return state().name; }
+bool Variable::trainable() const { return state().trainable; }
+
+}  // namespace nimbus

@@ -1,0 +1,109 @@
+// The CPU backend: host memory from aligned_alloc, a stream that runs work
+// inline, plain memcpy for copies.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "nimbus/base/error.h"
+#include "nimbus/base/size_units.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/device/runtime.h"
+
+namespace nimbus {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "cpu (aligned_alloc)"; }
+
+  void* allocate(size_t bytes) override {
+    // aligned_alloc wants a multiple of the alignment; zero bytes still gets a unique block.
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (ptr == nullptr) {
+      throw OutOfMemory(fmt::format("host allocation of {} failed ({} in use by tensors)", format_bytes(bytes),
+                                    format_bytes(counters_.snapshot().bytes_in_use)),
+                        "lower fit.batch_size or use gradient accumulation");
+    }
+    counters_.on_allocate(bytes);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t bytes) override {
+    if (ptr == nullptr) return;
+    counters_.on_deallocate(bytes);
+    std::free(ptr);
+  }
+
+  AllocatorStats stats() const override { return counters_.snapshot(); }
+  void reset_peak() override { counters_.reset_peak(); }
+
+ private:
+  AllocationCounters counters_;
+};
+
+// Work on the CPU runs when it is enqueued, so every event has already happened.
+class CpuEvent final : public Event {
+ public:
+  bool query() const override { return true; }
+  void synchronize() const override {}
+};
+
+class CpuStream final : public Stream {
+ public:
+  Device device() const override { return Device::cpu(); }
+  void synchronize() override {}
+  std::shared_ptr<Event> record() override { return std::make_shared<CpuEvent>(); }
+  void wait(const Event&) override {}
+};
+
+class CpuBackend final : public Backend {
+ public:
+  DeviceType type() const override { return DeviceType::kCPU; }
+  int device_count() const override { return 1; }
+
+  std::string describe(int index) const override {
+    const dnnl_version_t* version = dnnl_version();
+    return fmt::format("cpu:{}: {} compute threads of {} cores, oneDNN {}.{}.{} ({})", index, compute_threads(),
+                       hardware_cores(), version->major, version->minor, version->patch,
+                       dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
+  }
+
+  Allocator& allocator(int) override { return allocator_; }
+  Stream& default_stream(int) override { return stream_; }
+
+  void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t bytes, Stream&) override {
+    NIMBUS_ASSERT(src_device.is_cpu() && dst_device.is_cpu())
+        << "the CPU backend copies only host memory: " << src_device.to_string() << " -> " << dst_device.to_string();
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+
+ private:
+  static const char* dnnl_cpu_isa_name(dnnl::cpu_isa isa) {
+    switch (isa) {
+      case dnnl::cpu_isa::avx512_core_amx: return "AMX";
+      case dnnl::cpu_isa::avx512_core_bf16: return "AVX-512 BF16";
+      case dnnl::cpu_isa::avx512_core_vnni: return "AVX-512 VNNI";
+      case dnnl::cpu_isa::avx512_core: return "AVX-512";
+      case dnnl::cpu_isa::avx2_vnni: return "AVX2 VNNI";
+      case dnnl::cpu_isa::avx2: return "AVX2";
+      case dnnl::cpu_isa::avx: return "AVX";
+      case dnnl::cpu_isa::sse41: return "SSE4.1";
+      default: return "generic";
+    }
+  }
+
+  CpuAllocator allocator_;
+  CpuStream stream_;
+};
+
+// Registered when the library loads, so the CPU is always there.
+const bool kRegistered = [] {
+  register_backend(std::make_unique<CpuBackend>());
+  return true;
+}();
+
+}  // namespace
+}  // namespace nimbus

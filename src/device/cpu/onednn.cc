@@ -1,0 +1,36 @@
+#include "src/device/cpu/onednn.h"
+
+#include <fmt/format.h>
+
+namespace nimbus::cpu {
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& dnnl_stream() {
+  // One in-order stream per thread: oneDNN streams are not meant to be shared across threads.
+  thread_local dnnl::stream stream(dnnl_engine());
+  return stream;
+}
+
+bool dnnl_supports(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+dnnl::memory::data_type dnnl_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kI32: return dnnl::memory::data_type::s32;
+    case DType::kU8: return dnnl::memory::data_type::u8;
+    default: throw Unimplemented(fmt::format("oneDNN has no {} type", dtype_name(dtype)));
+  }
+}
+
+void throw_dnnl_failure(const char* statement, const char* file, int line, const dnnl::error& error) {
+  throw InternalError(fmt::format("oneDNN call failed: {} at {}:{}: {} (status {})", statement, file, line,
+                                  error.what(), static_cast<int>(error.status)));
+}
+
+}  // namespace nimbus::cpu

@@ -1,0 +1,32 @@
+// The oneDNN engine and stream every CPU kernel shares, and the check macro
+// for oneDNN calls. Internal.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "nimbus/base/dtype.h"
+#include "nimbus/base/error.h"
+
+namespace nimbus::cpu {
+
+dnnl::engine& dnnl_engine();
+dnnl::stream& dnnl_stream();
+
+// oneDNN's element type for ours; throws Unimplemented for types it lacks.
+dnnl::memory::data_type dnnl_data_type(DType dtype);
+bool dnnl_supports(DType dtype);
+
+[[noreturn]] void throw_dnnl_failure(const char* statement, const char* file, int line, const dnnl::error& error);
+
+}  // namespace nimbus::cpu
+
+// Runs a oneDNN statement; a failure becomes a nimbus::InternalError naming the
+// statement, file and line.
+#define NIMBUS_DNNL_CHECK(...)                                                                \
+  do {                                                                                        \
+    try {                                                                                     \
+      __VA_ARGS__;                                                                            \
+    } catch (const dnnl::error& nimbus_dnnl_error) {                                          \
+      ::nimbus::cpu::throw_dnnl_failure(#__VA_ARGS__, __FILE__, __LINE__, nimbus_dnnl_error); \
+    }                                                                                         \
+  } while (0)

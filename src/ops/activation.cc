@@ -1,0 +1,163 @@
+// Activations: relu, gelu (tanh and erf forms) with gelu_backward, sigmoid,
+// tanh, softplus.
+#include <cmath>
+#include <numbers>
+
+#include "nimbus/ops/creation.h"
+#include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/elementwise.h"
+#include "src/ops/internal/elementwise_defs.h"
+#include "src/ops/internal/gelu.h"
+
+namespace nimbus {
+namespace {
+
+using internal::kFloatingDTypes;
+using internal::register_unary_reference;
+
+InferFn floating_unary_infer() {
+  return [](const InferContext& ctx) { return internal::infer_unary_same(ctx, kFloatingDTypes); };
+}
+
+const OpSchema& kRelu = define_op({
+    .name = "relu",
+    .summary = "max(x, 0)",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .infer = floating_unary_infer(),
+    .gradient =
+        [](const GradContext& ctx) {
+          const Tensor g = ctx.grad_output(0);
+          return std::vector<Tensor>{where(greater(ctx.inputs[0], zeros_like(ctx.inputs[0])), g, zeros_like(g))};
+        },
+});
+const bool kReluReference =
+    register_unary_reference("relu", kFloatingDTypes, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); });
+
+// ---- gelu ----
+
+bool gelu_uses_tanh(const InferContext& ctx) {
+  const std::string& approximate = ctx.attrs.get_string("approximate");
+  if (approximate != "tanh" && approximate != "none") {
+    ctx.fail("approximate is '" + approximate + "'", "use \"tanh\" or \"none\" (the exact erf form)");
+  }
+  return approximate == "tanh";
+}
+
+const OpSchema& kGeluBackward = define_op({
+    .name = "gelu_backward",
+    .summary = "grad_y * gelu'(x): the gradient of gelu",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 2,
+    .infer =
+        [](const InferContext& ctx) {
+          gelu_uses_tanh(ctx);
+          return internal::infer_broadcast_binary(ctx, kFloatingDTypes, true);
+        },
+    .differentiable = false,
+});
+
+const OpSchema& kGelu = define_op({
+    .name = "gelu",
+    .summary = "x Phi(x), exact (erf) or tanh-approximated",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .infer =
+        [](const InferContext& ctx) {
+          gelu_uses_tanh(ctx);
+          return internal::infer_unary_same(ctx, kFloatingDTypes);
+        },
+    .gradient =
+        [](const GradContext& ctx) {
+          return std::vector<Tensor>{call_op1(kGeluBackward, {ctx.grad_output(0), ctx.inputs[0]}, ctx.attrs)};
+        },
+});
+
+const bool kGeluReference = register_kernel(
+    "gelu", {.name = kReferenceKernel, .dtypes = internal::dtype_list(kFloatingDTypes), .fn = [](KernelContext& ctx) {
+               const bool use_tanh = ctx.attrs.get_string("approximate") == "tanh";
+               visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
+                 if constexpr (std::is_floating_point_v<internal::compute_t<T>>) {
+                   internal::reference_unary<T, T>(ctx.inputs[0], ctx.outputs[0], [&](T x) {
+                     const auto v = internal::load(x);
+                     return internal::store<T>(use_tanh ? internal::gelu_tanh(v) : internal::gelu_erf(v));
+                   });
+                 }
+               });
+             }});
+
+const bool kGeluBackwardReference = register_kernel(
+    "gelu_backward",
+    {.name = kReferenceKernel, .dtypes = internal::dtype_list(kFloatingDTypes), .fn = [](KernelContext& ctx) {
+       const bool use_tanh = ctx.attrs.get_string("approximate") == "tanh";
+       visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
+         if constexpr (std::is_floating_point_v<internal::compute_t<T>>) {
+           internal::reference_binary<T, T>(ctx.inputs[0], ctx.inputs[1], ctx.outputs[0], [&](T g, T x) {
+             const auto v = internal::load(x);
+             const auto d = use_tanh ? internal::gelu_tanh_derivative(v) : internal::gelu_erf_derivative(v);
+             return internal::store<T>(internal::load(g) * d);
+           });
+         }
+       });
+     }});
+
+// ---- sigmoid, tanh, softplus ----
+
+const OpSchema& kSigmoid = define_op({
+    .name = "sigmoid",
+    .summary = "1 / (1 + e^-x)",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .infer = floating_unary_infer(),
+    .gradient =
+        [](const GradContext& ctx) {
+          const Tensor& y = ctx.outputs[0];
+          return std::vector<Tensor>{mul(ctx.grad_output(0), mul(y, sub(ones_like(y), y)))};
+        },
+});
+const bool kSigmoidReference = register_unary_reference("sigmoid", kFloatingDTypes, [](auto x) {
+  using C = decltype(x);
+  // Stable on both tails: never exponentiates a large positive number.
+  return x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
+});
+
+const OpSchema& kTanh = define_op({
+    .name = "tanh",
+    .summary = "hyperbolic tangent",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .infer = floating_unary_infer(),
+    .gradient =
+        [](const GradContext& ctx) {
+          const Tensor& y = ctx.outputs[0];
+          return std::vector<Tensor>{mul(ctx.grad_output(0), sub(ones_like(y), square(y)))};
+        },
+});
+const bool kTanhReference = register_unary_reference("tanh", kFloatingDTypes, [](auto x) { return std::tanh(x); });
+
+const OpSchema& kSoftplus = define_op({
+    .name = "softplus",
+    .summary = "log(1 + e^x), stable",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .infer = floating_unary_infer(),
+    .gradient =
+        [](const GradContext& ctx) { return std::vector<Tensor>{mul(ctx.grad_output(0), sigmoid(ctx.inputs[0]))}; },
+});
+const bool kSoftplusReference = register_unary_reference("softplus", kFloatingDTypes, [](auto x) {
+  using C = decltype(x);
+  // max(x, 0) + log1p(e^-|x|): no overflow for large x, no loss of precision for small.
+  return (x > C(0) ? x : C(0)) + std::log1p(std::exp(-std::abs(x)));
+});
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return call_op1(kRelu, {x}); }
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  return call_op1(kGelu, {x}, Attrs{{"approximate", std::string(approximate)}});
+}
+Tensor sigmoid(const Tensor& x) { return call_op1(kSigmoid, {x}); }
+Tensor tanh(const Tensor& x) { return call_op1(kTanh, {x}); }
+Tensor softplus(const Tensor& x) { return call_op1(kSoftplus, {x}); }
+
+}  // namespace nimbus

@@ -1,0 +1,43 @@
+// The nimbus command line: parses arguments and calls the library.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "nimbus/nimbus.h"
+#include "nimbus/ops/registry.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Nimbus: train deep-learning models fast and cheap on cloud GPUs"};
+  app.set_version_flag("--version", "nimbus 0.1.0");
+  app.require_subcommand(1);
+
+  int threads = 0;
+  app.add_option("--threads", threads, "compute threads (runtime.threads; 0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+
+  CLI::App* info = app.add_subcommand("info", "show the devices and libraries this build can use");
+  CLI::App* ops = app.add_subcommand("ops", "print every op as a Markdown table (docs/ops.md)");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    nimbus::RuntimeOptions options;
+    options.threads = threads;
+    nimbus::configure_runtime(options);
+    if (*ops) std::cout << nimbus::op_list_markdown();
+    if (*info) {
+      for (nimbus::DeviceType type : {nimbus::DeviceType::kCPU, nimbus::DeviceType::kCUDA}) {
+        if (!nimbus::has_backend(type)) {
+          std::cout << nimbus::device_type_name(type) << ": not available in this build\n";
+          continue;
+        }
+        nimbus::Backend& backend = nimbus::backend(type);
+        for (int i = 0; i < backend.device_count(); ++i) std::cout << backend.describe(i) << "\n";
+      }
+    }
+  } catch (const nimbus::Error& error) {
+    std::cerr << "nimbus: " << error_kind_name(error.kind()) << ": " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
