@@ -35,7 +35,6 @@ memory::dims strides_for(const memory::dims& dims, bool transposed) {
     stride *= stored[i];
   }
   if (transposed) std::swap(strides[rank - 1], strides[rank - 2]);
-  // Broadcast batch axes of size 1 get stride 0 semantics from the dims; keep strides valid.
   return strides;
 }
 
