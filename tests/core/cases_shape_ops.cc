@@ -50,4 +50,43 @@ NIMBUS_OP_CASES(concat_split) {
                .loss_outputs = {0}});
 }
 
+NIMBUS_OP_CASES(slice_pad) {
+  using Ints = std::vector<int64_t>;
+  add_op_case({.name = "slice_2d",
+               .op = "slice",
+               .inputs = {{{5, 6}}},
+               .attrs = {{"begin", Ints{1, 2}}, {"size", Ints{3, -1}}}});
+  add_op_case({.name = "slice_middle_axis",
+               .op = "slice",
+               .inputs = {{{3, 4, 5}}},
+               .attrs = {{"begin", Ints{0, 1, 0}}, {"size", Ints{-1, 2, -1}}}});
+  add_op_case({.name = "slice_size1_axes",
+               .op = "slice",
+               .inputs = {{{4, 1, 3}}},
+               .attrs = {{"begin", Ints{2, 0, 1}}, {"size", Ints{1, 1, 2}}}});
+  add_op_case({.name = "slice_whole",
+               .op = "slice",
+               .inputs = {{{2, 3}}},
+               .attrs = {{"begin", Ints{0, 0}}, {"size", Ints{2, 3}}}});
+  add_op_case({.name = "slice_u8",
+               .op = "slice",
+               .inputs = {{{4, 4}, DType::kU8, 1, 200}},
+               .attrs = {{"begin", Ints{1, 1}}, {"size", Ints{2, 3}}}});
+
+  add_op_case(
+      {.name = "pad_2d", .op = "pad", .inputs = {{{3, 4}}}, .attrs = {{"paddings", Ints{1, 2, 0, 3}}, {"value", 0.0}}});
+  add_op_case({.name = "pad_value_3d",
+               .op = "pad",
+               .inputs = {{{2, 3, 2}}},
+               .attrs = {{"paddings", Ints{0, 0, 1, 1, 2, 0}}, {"value", 1.5}}});
+  add_op_case({.name = "pad_size1_axis",
+               .op = "pad",
+               .inputs = {{{1, 5}}},
+               .attrs = {{"paddings", Ints{2, 2, 0, 0}}, {"value", -1.0}}});
+  add_op_case({.name = "pad_i32",
+               .op = "pad",
+               .inputs = {{{2, 2}, DType::kI32, 1, 9}},
+               .attrs = {{"paddings", Ints{1, 0, 0, 1}}, {"value", 7.0}}});
+}
+
 }  // namespace nimbus::testing
