@@ -89,4 +89,49 @@ NIMBUS_OP_CASES(slice_pad) {
                .attrs = {{"paddings", Ints{1, 0, 0, 1}}, {"value", 7.0}}});
 }
 
+NIMBUS_OP_CASES(gather_scatter) {
+  // Embedding lookup with repeated rows: their gradients must add up.
+  add_op_case({.name = "gather_rows_duplicates",
+               .op = "gather",
+               .inputs = {{{6, 4}}, {{6}, DType::kI64, 0, 0, {1, 3, 1, 0, 5, 3}}},
+               .attrs = {{"axis", int64_t{0}}}});
+  add_op_case({.name = "gather_middle_axis_2d_indices",
+               .op = "gather",
+               .inputs = {{{3, 5, 2}}, {{2, 3}, DType::kI32, 0, 5}},
+               .attrs = {{"axis", int64_t{1}}}});
+  add_op_case({.name = "gather_last_negative",
+               .op = "gather",
+               .inputs = {{{4, 3}}, {{4}, DType::kI64, 0, 0, {2, 2, 0, 1}}},
+               .attrs = {{"axis", int64_t{-1}}}});
+  add_op_case({.name = "gather_scalar_index",
+               .op = "gather",
+               .inputs = {{{5, 3}}, {{}, DType::kI64, 0, 0, {2}}},
+               .attrs = {{"axis", int64_t{0}}}});
+  add_op_case({.name = "gather_size1_axis",
+               .op = "gather",
+               .inputs = {{{1, 4}}, {{3}, DType::kI32, 0, 0, {0, 0, 0}}},
+               .attrs = {{"axis", int64_t{0}}}});
+  add_op_case({.name = "gather_bool",
+               .op = "gather",
+               .inputs = {{{5, 2}, DType::kBool}, {{4}, DType::kI64, 0, 5}},
+               .attrs = {{"axis", int64_t{0}}}});
+
+  add_op_case({.name = "scatter_add_rows_duplicates",
+               .op = "scatter_add",
+               .inputs = {{{5, 3}}, {{5}, DType::kI64, 0, 0, {0, 2, 0, 3, 2}}},
+               .attrs = {{"shape", Shape{4, 3}}, {"axis", int64_t{0}}}});
+  add_op_case({.name = "scatter_add_middle_axis",
+               .op = "scatter_add",
+               .inputs = {{{2, 2, 3, 4}}, {{2, 3}, DType::kI32, 0, 5}},
+               .attrs = {{"shape", Shape{2, 5, 4}}, {"axis", int64_t{1}}}});
+  add_op_case({.name = "scatter_add_last_negative",
+               .op = "scatter_add",
+               .inputs = {{{3, 6}}, {{6}, DType::kI64, 0, 0, {3, 0, 3, 1, 2, 3}}},
+               .attrs = {{"shape", Shape{3, 4}}, {"axis", int64_t{-1}}}});
+  add_op_case({.name = "scatter_add_i32",
+               .op = "scatter_add",
+               .inputs = {{{4, 2}, DType::kI32, -9, 9}, {{4}, DType::kI64, 0, 0, {1, 1, 0, 2}}},
+               .attrs = {{"shape", Shape{3, 2}}, {"axis", int64_t{0}}}});
+}
+
 }  // namespace nimbus::testing
