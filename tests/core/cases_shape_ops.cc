@@ -134,4 +134,30 @@ NIMBUS_OP_CASES(gather_scatter) {
                .attrs = {{"shape", Shape{3, 2}}, {"axis", int64_t{0}}}});
 }
 
+NIMBUS_OP_CASES(triangular) {
+  struct Pattern {
+    const char* suffix;
+    Shape shape;
+    int64_t k;
+    bool mostly_zero;  // k far below (tril) or above (triu) the diagonal keeps almost nothing
+  };
+  const Pattern patterns[] = {
+      {"square_k0", {4, 4}, 0, false},   {"batch_k1", {2, 3, 5}, 1, false},   {"batch_k_neg1", {3, 4, 4}, -1, false},
+      {"wide_k_neg3", {4, 6}, -3, true}, {"size1_rows", {2, 1, 5}, 2, false}, {"k_beyond", {3, 3}, 5, true},
+  };
+  for (const char* op : {"tril", "triu"}) {
+    for (const Pattern& p : patterns) {
+      add_op_case({.name = std::string(op) + "_" + p.suffix,
+                   .op = op,
+                   .inputs = {{p.shape}},
+                   .attrs = {{"k", p.k}},
+                   .allow_mostly_zero = p.mostly_zero});
+    }
+    add_op_case({.name = std::string(op) + "_bool",
+                 .op = op,
+                 .inputs = {{{5, 5}, DType::kBool}},
+                 .attrs = {{"k", int64_t{0}}}});
+  }
+}
+
 }  // namespace nimbus::testing
