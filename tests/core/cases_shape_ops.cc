@@ -160,4 +160,16 @@ NIMBUS_OP_CASES(triangular) {
   }
 }
 
+NIMBUS_OP_CASES(top_k) {
+  // Continuous random values: no ties, so the choice is stable under finite differences.
+  add_op_case({.name = "top_k_rows", .op = "top_k", .inputs = {{{5, 8}}}, .attrs = {{"k", int64_t{3}}}});
+  add_op_case({.name = "top_k_full_sort_3d", .op = "top_k", .inputs = {{{2, 3, 6}}}, .attrs = {{"k", int64_t{6}}}});
+  add_op_case({.name = "top_k_size1_axis", .op = "top_k", .inputs = {{{4, 1}}}, .attrs = {{"k", int64_t{1}}}});
+  add_op_case({.name = "top_k_k0", .op = "top_k", .inputs = {{{3, 4}}}, .attrs = {{"k", int64_t{0}}}});
+  add_op_case({.name = "top_k_i32_ties",
+               .op = "top_k",
+               .inputs = {{{3, 10}, DType::kI32, 0, 4}},
+               .attrs = {{"k", int64_t{4}}}});
+}
+
 }  // namespace nimbus::testing
