@@ -21,6 +21,13 @@ NIMBUS_OP_CASES(concat_split) {
                .inputs = {{{3, 2}}, {{3, 5}}},
                .attrs = {{"axis", int64_t{-1}}}});
   add_op_case({.name = "concat_one_input", .op = "concat", .inputs = {{{3, 4}}}, .attrs = {{"axis", int64_t{1}}}});
+  // Large enough that the memcpy kernel splits the copy over threads; too large
+  // for finite differences, and the small cases check the gradient.
+  add_op_case({.name = "concat_many_rows",
+               .op = "concat",
+               .inputs = {{{512, 64}}, {{512, 32}}},
+               .attrs = {{"axis", int64_t{1}}},
+               .check_gradient = false});
   add_op_case({.name = "concat_i64",
                .op = "concat",
                .inputs = {{{2, 2}, DType::kI64, -50, 50}, {{2, 3}, DType::kI64, -50, 50}},
@@ -42,6 +49,12 @@ NIMBUS_OP_CASES(concat_split) {
                .op = "split",
                .inputs = {{{4, 2}}},
                .attrs = {{"sizes", Sizes{0, 4}}, {"axis", int64_t{0}}}});
+  // Threaded memcpy, as concat_many_rows.
+  add_op_case({.name = "split_many_rows",
+               .op = "split",
+               .inputs = {{{512, 96}}},
+               .attrs = {{"sizes", Sizes{64, -1}}, {"axis", int64_t{-1}}},
+               .check_gradient = false});
   // Only the first piece reaches the loss: the second's gradient is zeros.
   add_op_case({.name = "split_unused_piece",
                .op = "split",
@@ -68,6 +81,12 @@ NIMBUS_OP_CASES(slice_pad) {
                .op = "slice",
                .inputs = {{{2, 3}}},
                .attrs = {{"begin", Ints{0, 0}}, {"size", Ints{2, 3}}}});
+  // Threaded memcpy, as concat_many_rows.
+  add_op_case({.name = "slice_many_rows",
+               .op = "slice",
+               .inputs = {{{600, 96}}},
+               .attrs = {{"begin", Ints{50, 8}}, {"size", Ints{-1, 64}}},
+               .check_gradient = false});
   add_op_case({.name = "slice_u8",
                .op = "slice",
                .inputs = {{{4, 4}, DType::kU8, 1, 200}},
@@ -111,6 +130,12 @@ NIMBUS_OP_CASES(gather_scatter) {
                .op = "gather",
                .inputs = {{{1, 4}}, {{3}, DType::kI32, 0, 0, {0, 0, 0}}},
                .attrs = {{"axis", int64_t{0}}}});
+  // Threaded memcpy, as concat_many_rows.
+  add_op_case({.name = "gather_many_rows",
+               .op = "gather",
+               .inputs = {{{300, 64}}, {{40, 50}, DType::kI64, 0, 300}},
+               .attrs = {{"axis", int64_t{0}}},
+               .check_gradient = false});
   add_op_case({.name = "gather_bool",
                .op = "gather",
                .inputs = {{{5, 2}, DType::kBool}, {{4}, DType::kI64, 0, 5}},
