@@ -1,0 +1,104 @@
+// Cases for the NN layer ops: conv2d and pooling (with their backward ops),
+// batch and layer normalization, dropout_mask. Shapes stay small because the
+// gradient check perturbs every input element.
+#include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/registry.h"
+#include "op_cases.h"
+
+namespace nimbus::testing {
+namespace {
+
+// The output shape of `op` on inputs of these shapes (f32), from the op's own shape rule.
+Shape output_shape(const char* op, std::vector<Shape> shapes, const Attrs& attrs) {
+  std::vector<TensorSpec> specs;
+  for (const Shape& shape : shapes) specs.push_back({shape, DType::kF32});
+  return infer_outputs(OpRegistry::global().get(op), specs, attrs)[0].shape;
+}
+
+Attrs with(Attrs attrs, const char* name, const Shape& shape) {
+  attrs.set(name, shape);
+  return attrs;
+}
+
+}  // namespace
+
+namespace {
+
+struct ConvPattern {
+  const char* suffix;
+  Shape x, filter;
+  std::vector<int64_t> strides = {1, 1};
+  const char* padding = "valid";
+  std::vector<int64_t> dilations = {1, 1};
+  int64_t groups = 1;
+  const char* data_format = "NHWC";
+};
+
+// conv2d and both of its backward ops on one geometry.
+void add_conv_cases(const ConvPattern& p) {
+  const Attrs attrs{{"strides", p.strides},
+                    {"padding", std::string(p.padding)},
+                    {"dilations", p.dilations},
+                    {"groups", p.groups},
+                    {"data_format", std::string(p.data_format)}};
+  const std::string suffix = p.suffix;
+  add_op_case({.name = "conv2d_" + suffix, .op = "conv2d", .inputs = {{p.x}, {p.filter}}, .attrs = attrs});
+  const Shape y = output_shape("conv2d", {p.x, p.filter}, attrs);
+  add_op_case({.name = "conv2d_backward_input_" + suffix,
+               .op = "conv2d_backward_input",
+               .inputs = {{y}, {p.filter}},
+               .attrs = with(attrs, "input_shape", p.x)});
+  add_op_case({.name = "conv2d_backward_filter_" + suffix,
+               .op = "conv2d_backward_filter",
+               .inputs = {{y}, {p.x}},
+               .attrs = with(attrs, "filter_shape", p.filter)});
+}
+
+}  // namespace
+
+NIMBUS_OP_CASES(conv) {
+  const ConvPattern patterns[] = {
+      {.suffix = "nhwc_valid", .x = {2, 5, 5, 3}, .filter = {3, 3, 3, 4}},
+      {.suffix = "nhwc_same_stride2", .x = {1, 7, 6, 3}, .filter = {3, 3, 3, 2}, .strides = {2, 2}, .padding = "same"},
+      {.suffix = "nhwc_valid_stride2_odd", .x = {2, 6, 7, 2}, .filter = {2, 3, 2, 3}, .strides = {2, 2}},
+      {.suffix = "nhwc_dilation2", .x = {1, 7, 7, 2}, .filter = {3, 3, 2, 3}, .dilations = {2, 2}},
+      // An even kernel with "same" padding puts the extra padded row and column after the input.
+      {.suffix = "nhwc_same_even_kernel_mixed",
+       .x = {1, 6, 7, 2},
+       .filter = {2, 3, 2, 3},
+       .strides = {2, 1},
+       .padding = "same",
+       .dilations = {1, 2}},
+      {.suffix = "nhwc_groups2", .x = {2, 4, 5, 4}, .filter = {3, 2, 2, 6}, .padding = "same", .groups = 2},
+      {.suffix = "nhwc_depthwise", .x = {1, 5, 5, 4}, .filter = {3, 3, 1, 8}, .padding = "same", .groups = 4},
+      {.suffix = "nhwc_1x1", .x = {2, 3, 3, 5}, .filter = {1, 1, 5, 4}},
+      {.suffix = "nchw_valid", .x = {2, 3, 5, 5}, .filter = {4, 3, 3, 3}, .data_format = "NCHW"},
+      {.suffix = "nchw_same_stride2",
+       .x = {1, 3, 7, 6},
+       .filter = {2, 3, 3, 3},
+       .strides = {2, 2},
+       .padding = "same",
+       .data_format = "NCHW"},
+      {.suffix = "nchw_dilation2",
+       .x = {1, 2, 7, 7},
+       .filter = {3, 2, 3, 3},
+       .dilations = {2, 2},
+       .data_format = "NCHW"},
+      {.suffix = "nchw_groups2",
+       .x = {2, 4, 4, 5},
+       .filter = {6, 2, 3, 2},
+       .padding = "same",
+       .groups = 2,
+       .data_format = "NCHW"},
+      {.suffix = "nchw_depthwise",
+       .x = {1, 4, 5, 5},
+       .filter = {4, 1, 3, 3},
+       .strides = {2, 2},
+       .padding = "same",
+       .groups = 4,
+       .data_format = "NCHW"},
+  };
+  for (const ConvPattern& p : patterns) add_conv_cases(p);
+}
+
+}  // namespace nimbus::testing
