@@ -101,4 +101,51 @@ NIMBUS_OP_CASES(conv) {
   for (const ConvPattern& p : patterns) add_conv_cases(p);
 }
 
+namespace {
+
+struct PoolPattern {
+  const char* suffix;
+  Shape x;
+  std::vector<int64_t> pool_size;
+  std::vector<int64_t> strides;
+  const char* padding = "valid";
+  const char* data_format = "NHWC";
+};
+
+// max/avg pooling and their backward ops on one geometry.
+void add_pool_cases(const PoolPattern& p) {
+  const Attrs attrs{{"pool_size", p.pool_size},
+                    {"strides", p.strides},
+                    {"padding", std::string(p.padding)},
+                    {"data_format", std::string(p.data_format)}};
+  const std::string suffix = p.suffix;
+  const Shape y = output_shape("max_pool2d", {p.x}, attrs);
+  add_op_case({.name = "max_pool2d_" + suffix, .op = "max_pool2d", .inputs = {{p.x}}, .attrs = attrs});
+  add_op_case({.name = "avg_pool2d_" + suffix, .op = "avg_pool2d", .inputs = {{p.x}}, .attrs = attrs});
+  add_op_case(
+      {.name = "max_pool2d_backward_" + suffix, .op = "max_pool2d_backward", .inputs = {{y}, {p.x}}, .attrs = attrs});
+  add_op_case({.name = "avg_pool2d_backward_" + suffix,
+               .op = "avg_pool2d_backward",
+               .inputs = {{y}},
+               .attrs = with(attrs, "input_shape", p.x)});
+}
+
+}  // namespace
+
+NIMBUS_OP_CASES(pooling) {
+  const PoolPattern patterns[] = {
+      {.suffix = "nhwc_2x2", .x = {2, 4, 6, 3}, .pool_size = {2, 2}, .strides = {2, 2}},
+      {.suffix = "nhwc_3x3_stride2_same", .x = {1, 7, 7, 3}, .pool_size = {3, 3}, .strides = {2, 2}, .padding = "same"},
+      {.suffix = "nhwc_overlap_odd", .x = {2, 5, 6, 2}, .pool_size = {3, 2}, .strides = {1, 2}},
+      {.suffix = "nchw_2x3_same",
+       .x = {2, 3, 5, 5},
+       .pool_size = {2, 3},
+       .strides = {2, 2},
+       .padding = "same",
+       .data_format = "NCHW"},
+      {.suffix = "nchw_3x3_stride1", .x = {1, 3, 6, 7}, .pool_size = {3, 3}, .strides = {1, 1}, .data_format = "NCHW"},
+  };
+  for (const PoolPattern& p : patterns) add_pool_cases(p);
+}
+
 }  // namespace nimbus::testing
