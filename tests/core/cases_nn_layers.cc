@@ -148,4 +148,55 @@ NIMBUS_OP_CASES(pooling) {
   for (const PoolPattern& p : patterns) add_pool_cases(p);
 }
 
+NIMBUS_OP_CASES(normalization) {
+  struct Layout {
+    const char* suffix;
+    Shape x;
+    int64_t channels;
+    const char* data_format;
+  };
+  const Layout layouts[] = {
+      {"nhwc", {2, 3, 4, 3}, 3, "NHWC"},
+      {"nchw", {2, 3, 4, 5}, 3, "NCHW"},
+      {"rank2", {6, 4}, 4, "NHWC"},
+      {"rank3_channels_last", {3, 5, 4}, 4, "NHWC"},
+  };
+  for (const Layout& l : layouts) {
+    const Attrs attrs{{"epsilon", 1e-3}, {"data_format", std::string(l.data_format)}};
+    const InputSpec channel{{l.channels}, DType::kF32, 0.5, 2.0};
+    const InputSpec variance{{l.channels}, DType::kF32, 0.2, 2.0};
+    // Outputs 1 and 2 are the batch statistics; here only y feeds the loss...
+    add_op_case({.name = std::string("batch_norm_training_") + l.suffix,
+                 .op = "batch_norm_training",
+                 .inputs = {{l.x}, channel, {{l.channels}}},
+                 .attrs = attrs,
+                 .loss_outputs = {0}});
+    // ... and here the statistics too, whose gradients flow into x.
+    add_op_case({.name = std::string("batch_norm_training_with_statistics_") + l.suffix,
+                 .op = "batch_norm_training",
+                 .inputs = {{l.x}, channel, {{l.channels}}},
+                 .attrs = attrs});
+    add_op_case({.name = std::string("batch_norm_inference_") + l.suffix,
+                 .op = "batch_norm_inference",
+                 .inputs = {{l.x}, channel, {{l.channels}}, {{l.channels}}, variance},
+                 .attrs = attrs});
+    add_op_case({.name = std::string("batch_norm_backward_") + l.suffix,
+                 .op = "batch_norm_backward",
+                 .inputs = {{l.x}, {l.x}, channel, {{l.channels}}, variance},
+                 .attrs = attrs});
+  }
+
+  add_op_case({.name = "layer_norm_rank2",
+               .op = "layer_norm",
+               .inputs = {{{4, 6}}, {{6}, DType::kF32, 0.5, 2.0}, {{6}}},
+               .attrs = {{"epsilon", 1e-3}}});
+  add_op_case({.name = "layer_norm_rank3",
+               .op = "layer_norm",
+               .inputs = {{{2, 3, 5}}, {{5}, DType::kF32, 0.5, 2.0}, {{5}}},
+               .attrs = {{"epsilon", 1e-5}}});
+  add_op_case({.name = "layer_norm_backward",
+               .op = "layer_norm_backward",
+               .inputs = {{{4, 6}}, {{4, 6}}, {{6}}, {{4}}, {{4}, DType::kF32, 0.5, 2.0}}});
+}
+
 }  // namespace nimbus::testing
