@@ -199,4 +199,14 @@ NIMBUS_OP_CASES(normalization) {
                .inputs = {{{4, 6}}, {{4, 6}}, {{6}}, {{4}}, {{4}, DType::kF32, 0.5, 2.0}}});
 }
 
+NIMBUS_OP_CASES(dropout) {
+  add_op_case({.name = "dropout_mask",
+               .op = "dropout_mask",
+               .attrs = {{"shape", Shape{8, 16}},
+                         {"dtype", DType::kF32},
+                         {"rate", 0.25},
+                         {"seed", int64_t{7}},
+                         {"offset", int64_t{3}}}});
+}
+
 }  // namespace nimbus::testing
