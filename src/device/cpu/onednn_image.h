@@ -1,0 +1,15 @@
+// oneDNN memory descriptors for our image batches. Internal.
+#pragma once
+
+#include "src/device/cpu/onednn.h"
+#include "src/ops/internal/window_geometry.h"
+
+namespace nimbus::cpu {
+
+// An f32 batch of images in its own layout: oneDNN's logical dims are (N, C, H, W) for both.
+inline dnnl::memory::desc image_desc(const internal::ImageLayout& image) {
+  return dnnl::memory::desc({image.batch, image.channels, image.height, image.width}, dnnl::memory::data_type::f32,
+                            image.channels_last ? dnnl::memory::format_tag::nhwc : dnnl::memory::format_tag::nchw);
+}
+
+}  // namespace nimbus::cpu
