@@ -77,8 +77,12 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   } pause_recording(recording_);
 
   // Forward sweep: which tensors depend on a source (only their gradients are needed).
+  // Only sources the tape tracks count: an unwatched tensor (or a frozen
+  // variable) that meets a watched one in an op gets no gradient.
   std::unordered_set<uint64_t> reaches_source;
-  for (const Tensor& source : sources) reaches_source.insert(source.id());
+  for (const Tensor& source : sources) {
+    if (tracked_.count(source.id()) != 0) reaches_source.insert(source.id());
+  }
   for (const Entry& entry : entries_) {
     const bool depends = std::any_of(entry.inputs.begin(), entry.inputs.end(),
                                      [&](const Tensor& t) { return reaches_source.count(t.id()) != 0; });
@@ -131,7 +135,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   std::vector<Tensor> result;
   result.reserve(sources.size());
   for (const Tensor& source : sources) {
-    auto found = grads.find(source.id());
+    auto found = reaches_source.count(source.id()) != 0 ? grads.find(source.id()) : grads.end();
     if (found != grads.end()) {
       result.push_back(found->second);
     } else {

@@ -27,6 +27,23 @@ using ::testing::HasSubstr;
 Tensor f64(const std::vector<double>& values, const Shape& shape) { return Tensor::from_vector(values, shape); }
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+TEST(GradientTape, UnwatchedTensorsGetUndefinedGradients) {
+  const Tensor x = f64({1, 2, 3}, {3});
+  const Tensor y = f64({4, 5, 6}, {3});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor loss = sum(x * y);
+  const auto grads = tape.gradient(loss, {x, y});
+  EXPECT_THAT(values(grads[0]), ElementsAre(4, 5, 6));
+  EXPECT_FALSE(grads[1].defined()) << "y was never watched, although it meets x in a recorded op";
+}
+
+TEST(GradientTape, UnwatchedTargetAsItsOwnSourceHasNoGradient) {
+  const Tensor x = f64({3, 4}, {2});
+  GradientTape tape;
+  EXPECT_FALSE(tape.gradient(x, {x})[0].defined());
+}
+
 TEST(GradientTape, NothingWatchedRecordsNothing) {
   const Tensor x = f64({1, 2}, {2});
   GradientTape tape;
@@ -40,6 +57,31 @@ TEST(GradientTape, TrainableVariablesAreWatchedWhenRead) {
   GradientTape tape;
   const Tensor loss = sum(w.value() * w.value());
   EXPECT_THAT(values(tape.gradient(loss, std::vector<Variable>{w})[0]), ElementsAre(4, 6));
+}
+
+TEST(GradientTape, NonTrainableVariablesAreNotWatched) {
+  Variable w(f64({2, 3}, {2}), "w");
+  Variable frozen(f64({5, 7}, {2}), "frozen", /*trainable=*/false);
+  GradientTape tape;
+  const Tensor loss = sum(w.value() * frozen.value());
+  const auto grads = tape.gradient(loss, std::vector<Variable>{w, frozen});
+  EXPECT_THAT(values(grads[0]), ElementsAre(5, 7));
+  EXPECT_FALSE(grads[1].defined()) << "a frozen variable gets no gradient, as in TensorFlow";
+  GradientTape zero_tape;
+  const Tensor loss2 = sum(w.value() * frozen.value());
+  const auto zeros = zero_tape.gradient(loss2, std::vector<Variable>{frozen}, {}, UnconnectedGradients::kZero);
+  EXPECT_THAT(values(zeros[0]), ElementsAre(0, 0));
+}
+
+TEST(GradientTape, WatchAccessedVariablesFalseWatchesOnlyWhatIsAsked) {
+  Variable a(f64({1, 2}, {2}), "a");
+  Variable b(f64({3, 4}, {2}), "b");
+  GradientTape tape(/*persistent=*/false, /*watch_accessed_variables=*/false);
+  tape.watch(b);
+  const Tensor loss = sum(a.value() * b.value());
+  const auto grads = tape.gradient(loss, std::vector<Variable>{a, b});
+  EXPECT_FALSE(grads[0].defined());
+  EXPECT_THAT(values(grads[1]), ElementsAre(1, 2));
 }
 
 TEST(GradientTape, NonTrainableVariableCanBeWatchedExplicitly) {
