@@ -275,6 +275,33 @@ TEST_F(RandomOps, TensorStatisticsFollowTheParameters) {
   EXPECT_LT(*std::max_element(uniform.begin(), uniform.end()), 6.0);
 }
 
+TEST_F(RandomOps, UniformStaysBelowHighInEveryDtype) {
+  Generator gen(11);
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) {
+    const std::vector<double> values =
+        random_uniform({1 << 16}, 0.0, 1.0, dtype, Device::cpu(), &gen).to_vector<double>();
+    EXPECT_GE(*std::min_element(values.begin(), values.end()), 0.0) << dtype_name(dtype);
+    EXPECT_LT(*std::max_element(values.begin(), values.end()), 1.0) << dtype_name(dtype);
+    EXPECT_GT(*std::max_element(values.begin(), values.end()), 0.99) << dtype_name(dtype) << ": the top is reached";
+    const std::vector<double> shifted =
+        random_uniform({1 << 16}, -3.0, 5.0, dtype, Device::cpu(), &gen).to_vector<double>();
+    EXPECT_GE(*std::min_element(shifted.begin(), shifted.end()), -3.0) << dtype_name(dtype);
+    EXPECT_LT(*std::max_element(shifted.begin(), shifted.end()), 5.0) << dtype_name(dtype);
+  }
+}
+
+TEST_F(RandomOps, UniformLargestDrawDoesNotRoundUpToHigh) {
+  // Draw 25275781 of stream 1 is the largest f32 uniform, 1 - 2^-24; in
+  // [1, 2), 1 + (1 - 2^-24) is halfway between 2 - 2^-23 and 2 and rounds to 2.
+  constexpr uint64_t kIndex = 25275781;
+  ASSERT_EQ(philox_uniform(1, kIndex), 1.0f - 0x1p-24f);
+  Generator gen(1);
+  gen.set_state(1, kIndex);
+  const float value = random_uniform({1}, 1.0, 2.0, DType::kF32, Device::cpu(), &gen).item<float>();
+  EXPECT_LT(value, 2.0f);
+  EXPECT_EQ(value, 2.0f - 0x1p-23f) << "the largest f32 below 2";
+}
+
 TEST_F(RandomOps, NonFloatingDtypeIsRefused) {
   EXPECT_THROW(random_uniform({3}, 0, 1, DType::kI32), InvalidArgument);
   EXPECT_THROW(random_normal({3}, 0, 1, DType::kBool), InvalidArgument);
