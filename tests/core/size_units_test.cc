@@ -9,6 +9,7 @@
 namespace nimbus {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ParseSize, BinaryAndDecimalUnits) {
@@ -35,6 +36,19 @@ TEST(ParseSize, MalformedTextNamesItAndListsTheUnits) {
     } catch (const InvalidArgument& e) {
       EXPECT_THAT(e.message(), HasSubstr(std::string("'") + bad + "'"));
       EXPECT_THAT(e.hint(), HasSubstr("GiB"));
+    }
+  }
+}
+
+TEST(ParseSize, SizesPast64BitsAreAnErrorNotGarbage) {
+  EXPECT_EQ(parse_size("9000000TB"), 9'000'000'000'000'000'000u);
+  EXPECT_EQ(parse_size("16000000TB"), 16'000'000'000'000'000'000u) << "above 2^63, below 2^64";
+  for (const char* huge : {"20000000TiB", "18446744073709551616", "99999999999999999999GB"}) {
+    try {
+      const uint64_t parsed = parse_size(huge);
+      ADD_FAILURE() << "'" << huge << "' parsed as " << parsed;
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.message(), AllOf(HasSubstr(std::string("'") + huge + "'"), HasSubstr("too large")));
     }
   }
 }
