@@ -57,7 +57,8 @@ std::string format_bytes(uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   double value = static_cast<double>(bytes);
   int unit = -1;
-  while (value >= 1024 && unit < 4) {
+  // One decimal prints 1023.95 and above as "1024.0": those belong to the next unit.
+  while (value >= 1023.95 && unit < 4) {
     value /= 1024;
     ++unit;
   }

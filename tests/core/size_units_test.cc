@@ -65,6 +65,14 @@ TEST(FormatBytes, PowersOf1024WithOneDecimal) {
   EXPECT_EQ(format_bytes(3ull << 50), "3.0 PiB");
 }
 
+TEST(FormatBytes, RoundingUpMovesToTheNextUnit) {
+  // 1048575 bytes is 1023.999 KiB: "1024.0 KiB" would be a unit too small.
+  EXPECT_EQ(format_bytes((1ull << 20) - 1), "1.0 MiB");
+  EXPECT_EQ(format_bytes((1ull << 30) - 1), "1.0 GiB");
+  EXPECT_EQ(format_bytes(1023ull * 1024 + 900), "1023.9 KiB") << "below 1023.95 KiB it stays";
+  EXPECT_EQ(format_bytes(~0ull), "16384.0 PiB") << "the largest unit has no next one";
+}
+
 TEST(FormatBytes, InvertsParseSizeToOneDecimal) {
   for (const char* text : {"1.5KiB", "12GiB", "640MiB", "2.5TiB"}) {
     EXPECT_EQ(parse_size(format_bytes(parse_size(text))), parse_size(text)) << text;
