@@ -57,6 +57,15 @@ TEST(OpErrors, MatmulShapeMismatchNamesBothShapes) {
       ErrorKind::kInvalidArgument, AllOf(StartsWith("matmul"), HasSubstr("[3]"), HasSubstr("rank 2")));
 }
 
+TEST(OpErrors, MatmulBatchMismatchNamesBothOperands) {
+  expect_error(
+      [] {
+        matmul(f32({2, 3, 4}), f32({5, 4, 2}));
+      },
+      ErrorKind::kInvalidArgument,
+      AllOf(StartsWith("matmul"), HasSubstr("[2, 3, 4]"), HasSubstr("[5, 4, 2]"), HasSubstr("batch")));
+}
+
 TEST(OpErrors, BroadcastMismatchNamesBothShapesAndTheOp) {
   expect_error(
       [] {
