@@ -172,6 +172,11 @@ TEST(OpErrors, OutOfRangeAxesNameTheOpAndTheAxis) {
         transpose(f32({3, 4, 5}), {1, 0});
       },
       ErrorKind::kInvalidArgument, AllOf(StartsWith("transpose"), HasSubstr("[3, 4, 5]")));
+  expect_error(
+      [] {
+        transpose(f32({3, 4}), {-3, 0});
+      },
+      ErrorKind::kInvalidArgument, AllOf(StartsWith("transpose"), HasSubstr("[-3, 0]"), HasSubstr("[3, 4]")));
   expect_error([] { expand_dims(f32({2}), 3); }, ErrorKind::kInvalidArgument, StartsWith("expand_dims"));
   expect_error(
       [] {
