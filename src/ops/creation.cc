@@ -46,8 +46,17 @@ const bool kFillReference = register_kernel(
 // ---- range ----
 
 int64_t range_length(double start, double stop, double step) {
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step)) {
+    throw InvalidArgument(fmt::format("arange: start {}, stop {} and step {} must be finite", start, stop, step));
+  }
   if (step == 0) throw InvalidArgument("arange: step must not be zero");
-  return std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  const double length = std::ceil((stop - start) / step);
+  // Converting a double past the int64 range is undefined; no tensor is that long anyway.
+  if (length > 0x1p62) {
+    throw InvalidArgument(
+        fmt::format("arange: start {}, stop {}, step {} would give {:g} elements", start, stop, step, length));
+  }
+  return std::max<int64_t>(0, static_cast<int64_t>(length));
 }
 
 const OpSchema& kRange = define_op({

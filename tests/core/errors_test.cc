@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "nimbus/autodiff/gradient_tape.h"
@@ -221,6 +222,16 @@ TEST(OpErrors, ShapeRulesOfOtherOps) {
                AllOf(StartsWith("gelu"), HasSubstr("fast")));
   expect_error([] { one_hot(zeros({2}, DType::kI64), -1); }, ErrorKind::kInvalidArgument,
                AllOf(StartsWith("one_hot"), HasSubstr("-1")));
+}
+
+TEST(OpErrors, ArangeNeedsFiniteBoundsAndACountThatFits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  expect_error([&] { arange(0, inf); }, ErrorKind::kInvalidArgument, AllOf(HasSubstr("arange"), HasSubstr("inf")));
+  expect_error([&] { arange(nan, 1); }, ErrorKind::kInvalidArgument, AllOf(HasSubstr("arange"), HasSubstr("nan")));
+  expect_error([&] { arange(0, 1, nan); }, ErrorKind::kInvalidArgument, HasSubstr("arange"));
+  expect_error([] { arange(0, 1e30, 1e-30); }, ErrorKind::kInvalidArgument,
+               AllOf(HasSubstr("arange"), HasSubstr("elements")));
 }
 
 TEST(OpErrors, LabelsOutsideTheClassesAreReportedWithTheExample) {
