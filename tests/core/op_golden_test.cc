@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -63,11 +64,21 @@ struct GoldenEntry {
 
 void PrintTo(const GoldenEntry& entry, std::ostream* os) { *os << entry.name; }
 
+// Numbers, booleans, and the strings "nan", "inf" and "-inf" (JSON has no such numbers).
+double parse_value(const nlohmann::json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (!v.is_string()) return v.get<double>();
+  const std::string text = v.get<std::string>();
+  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  throw std::runtime_error("value '" + text + "' is not a number");
+}
+
 std::vector<double> parse_values(const nlohmann::json& values) {
   std::vector<double> result;
   result.reserve(values.size());
-  for (const nlohmann::json& v : values)
-    result.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>());
+  for (const nlohmann::json& v : values) result.push_back(parse_value(v));
   return result;
 }
 

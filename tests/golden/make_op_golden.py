@@ -16,6 +16,7 @@ input specs and the torch function that computes the same thing.
 """
 
 import json
+import math
 import random
 import sys
 
@@ -80,13 +81,17 @@ class Input:
     floating dtype under test (f64 against the reference kernels, f32 through
     the fast ones); torch always computes in float64."""
 
-    def __init__(self, shape, dtype="float", low=-2.0, high=2.0, grid=None):
+    def __init__(self, shape, dtype="float", low=-2.0, high=2.0, grid=None, fixed=None):
         self.shape, self.dtype, self.low, self.high, self.grid = list(shape), dtype, low, high, grid
+        self.fixed = fixed
 
     def draw(self, rng):
         n = 1
         for d in self.shape:
             n *= d
+        if self.fixed is not None:
+            assert len(self.fixed) == n, f"{len(self.fixed)} values for shape {self.shape}"
+            return list(self.fixed)
         if self.grid is not None:
             return [rng.choice(self.grid) for _ in range(n)]
         if self.dtype == "bool":
@@ -104,6 +109,11 @@ def Fl(*shape, low=-2.0, high=2.0):
 def Grid(*shape, values):
     """Floating values from a small set, so that ties occur (comparisons, max)."""
     return Input(shape, "float", grid=values)
+
+
+def Fixed(*shape, values):
+    """Exactly these floating values (special values: NaN, infinities, signed zeros)."""
+    return Input(shape, "float", fixed=values)
 
 
 def Int(*shape, low, high, dtype="i64"):
@@ -316,6 +326,64 @@ def loss_entries():
     ]
 
 
+NAN, INF = float("nan"), float("inf")
+SPECIALS = [NAN, INF, -INF, -0.0, 0.0, 1.5, -2.0]
+
+
+def special_value_entries():
+    """NaN and infinities must come out where torch has them (CONVENTIONS.md 7:
+    NaN/Inf parity), e.g. an activation must not turn a NaN into a number.
+    Gradients at these points mean little, so none are compared."""
+    n = len(SPECIALS)
+
+    def unary(name, op, fn, attrs=None):
+        return Entry(f"{name}_special_values", op, [Fixed(n, values=SPECIALS)], fn, attrs, gradient=False)
+
+    def binary(name, op, fn):
+        # Every pair of special values: a (n, 1) against b (n).
+        return Entry(f"{name}_special_values", op, [Fixed(n, 1, values=SPECIALS), Fixed(n, values=SPECIALS)], fn,
+                     gradient=False)
+
+    return [
+        unary("abs", "abs", torch.abs),
+        unary("sign", "sign", torch.sign),
+        unary("exp", "exp", torch.exp),
+        unary("log", "log", torch.log),
+        unary("sqrt", "sqrt", torch.sqrt),
+        unary("rsqrt", "rsqrt", torch.rsqrt),
+        unary("sigmoid", "sigmoid", torch.sigmoid),
+        unary("tanh", "tanh", torch.tanh),
+        unary("softplus", "softplus", F.softplus),
+        unary("erf", "erf", torch.erf),
+        unary("gelu_tanh", "gelu", lambda x: F.gelu(x, approximate="tanh"), {"approximate": "tanh"}),
+        unary("gelu_none", "gelu", lambda x: F.gelu(x, approximate="none"), {"approximate": "none"}),
+        unary("clip", "clip", lambda x: torch.clamp(x, -1.0, 1.0), {"low": -1.0, "high": 1.0}),
+        unary("isfinite", "isfinite", torch.isfinite),
+        unary("cast_to_bool", "cast", lambda x: x.to(torch.bool), {"dtype": DTypeAttr("bool")}),
+        unary("cast_to_f16", "cast", lambda x: x.to(torch.float16), {"dtype": DTypeAttr("f16")}),
+        binary("add", "add", torch.add),
+        binary("mul", "mul", torch.mul),
+        binary("div", "div", torch.div),
+        binary("less", "less", torch.lt),
+        binary("equal", "equal", torch.eq),
+        Entry("reduce_max_special_values", "reduce_max", [Fixed(3, 3, values=[1.0, NAN, 2.0, -INF, -INF, -INF,
+                                                                            INF, 1.0, -0.0])],
+              lambda x: torch.amax(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("reduce_min_special_values", "reduce_min", [Fixed(3, 3, values=[1.0, NAN, 2.0, INF, INF, INF,
+                                                                            -INF, 1.0, 0.0])],
+              lambda x: torch.amin(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("sum_special_values", "sum", [Fixed(3, 2, values=[INF, -INF, INF, 1.0, NAN, 0.0])],
+              lambda x: torch.sum(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("argmax_special_values", "argmax", [Fixed(3, 3, values=[1.0, NAN, NAN, -INF, -INF, -INF,
+                                                                     2.0, INF, INF])],
+              lambda x: torch.argmax(x, dim=1), {"axis": 1, "keepdims": False}, gradient=False),
+        Entry("softmax_special_values", "softmax", [Fixed(4, 2, values=[-INF, 0.0, INF, 1.0, NAN, 1.0, -INF, -INF])],
+              lambda x: torch.softmax(x, -1), {"axis": -1}, gradient=False),
+        Entry("log_softmax_special_values", "log_softmax", [Fixed(3, 2, values=[-INF, 0.0, INF, 1.0, NAN, 1.0])],
+              lambda x: torch.log_softmax(x, -1), {"axis": -1}, gradient=False),
+    ]
+
+
 # Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
 # neither list, so a new op gets an entry (or a reason) here.
 NO_TORCH_EQUIVALENT = {
@@ -324,16 +392,25 @@ NO_TORCH_EQUIVALENT = {
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
-           + matmul_entries() + loss_entries())
+           + matmul_entries() + loss_entries() + special_value_entries())
 
 # ---- evaluation ----
+
+
+def encode_float(v):
+    """JSON has no NaN or infinity: they are written as the strings "nan", "inf", "-inf"."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
 
 
 def values_of(t):
     if t.dtype == torch.bool:
         return [bool(v) for v in t.flatten().tolist()]
     if t.dtype.is_floating_point:
-        return [float(v) for v in t.double().flatten().tolist()]
+        return [encode_float(float(v)) for v in t.double().flatten().tolist()]
     return [int(v) for v in t.flatten().tolist()]
 
 
@@ -346,7 +423,8 @@ def evaluate(entry, rng):
         else:
             t = torch.tensor(values, dtype=TORCH_DTYPES[spec.dtype]).reshape(spec.shape)
         inputs.append(t)
-        records.append({"shape": spec.shape, "dtype": spec.dtype, "values": values})
+        records.append({"shape": spec.shape, "dtype": spec.dtype,
+                        "values": [encode_float(v) if isinstance(v, float) else v for v in values]})
     if entry.distinct:
         a, b = torch.broadcast_tensors(inputs[0].detach(), inputs[1].detach())
         if bool((a == b).any()):
@@ -361,7 +439,7 @@ def evaluate(entry, rng):
         # "float": the floating dtype of the run (the inputs'); anything else is fixed by the op.
         dtype = "float" if out.dtype == torch.float64 and floating_inputs else NIMBUS_DTYPES[out.dtype]
         values = values_of(out)
-        if out.dtype.is_floating_point and out.numel() >= 8 and sum(v == 0 for v in values) > 0.9 * out.numel():
+        if out.dtype.is_floating_point and out.numel() >= 8 and values.count(0.0) > 0.9 * out.numel():
             raise ValueError(f"{entry.name}: output is mostly zeros and would not exercise the op")
         out_records.append({"shape": list(out.shape), "dtype": dtype, "values": values})
         if out.dtype.is_floating_point:
@@ -399,7 +477,7 @@ def main():
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
         raise ValueError(f"duplicate entry names: {sorted(duplicates)}")
-    lines = [json.dumps(evaluate(e, rng), separators=(",", ":")) for e in ENTRIES]
+    lines = [json.dumps(evaluate(e, rng), separators=(",", ":"), allow_nan=False) for e in ENTRIES]
     header = {
         "version": VERSION,
         "generator": "tests/golden/make_op_golden.py",
