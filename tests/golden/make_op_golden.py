@@ -345,6 +345,7 @@ def special_value_entries():
                      gradient=False)
 
     return [
+        unary("relu", "relu", torch.relu),
         unary("abs", "abs", torch.abs),
         unary("sign", "sign", torch.sign),
         unary("exp", "exp", torch.exp),
@@ -364,6 +365,8 @@ def special_value_entries():
         binary("add", "add", torch.add),
         binary("mul", "mul", torch.mul),
         binary("div", "div", torch.div),
+        binary("maximum", "maximum", torch.maximum),
+        binary("minimum", "minimum", torch.minimum),
         binary("less", "less", torch.lt),
         binary("equal", "equal", torch.eq),
         Entry("reduce_max_special_values", "reduce_max", [Fixed(3, 3, values=[1.0, NAN, 2.0, -INF, -INF, -INF,
