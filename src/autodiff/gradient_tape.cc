@@ -60,7 +60,6 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     throw InvalidArgument("gradient() called twice on a non-persistent GradientTape",
                           "construct the tape with GradientTape(/*persistent=*/true) to take several gradients");
   }
-  used_ = true;
   if (!target.defined()) throw InvalidArgument("gradient(): the target is an undefined tensor");
   if (output_gradient.defined() &&
       (output_gradient.shape() != target.shape() || output_gradient.dtype() != target.dtype())) {
@@ -68,6 +67,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                                       dtype_name(output_gradient.dtype()), output_gradient.shape().to_string(),
                                       dtype_name(target.dtype()), target.shape().to_string()));
   }
+  // Only a call that passed the checks uses up a non-persistent tape.
+  used_ = true;
   // Gradient rules run ops; this tape must not record them (no higher-order gradients).
   struct PauseRecording {
     bool& recording;

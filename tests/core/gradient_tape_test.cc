@@ -210,6 +210,16 @@ TEST(GradientTape, OutputGradientMustMatchTheTarget) {
   EXPECT_THROW(tape.gradient(Tensor(), {x}), InvalidArgument) << "undefined target";
 }
 
+TEST(GradientTape, RejectedCallDoesNotUseUpANonPersistentTape) {
+  const Tensor x = f64({1, 2, 3}, {3});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x;
+  EXPECT_THROW(tape.gradient(y, {x}, f64({1, 1}, {2})), InvalidArgument);
+  // The mistake is reported as what it is, and the corrected call still works.
+  EXPECT_THAT(values(tape.gradient(y, {x})[0]), ElementsAre(2, 4, 6));
+}
+
 TEST(GradientTape, GradientsAccumulateOverEveryUse) {
   const Tensor x = f64({3, -1}, {2});
   GradientTape tape(/*persistent=*/true);
