@@ -6,6 +6,8 @@
 // L = sum_k sum(output_k * w_k) with respect to each floating input, with the
 // weights w_k.
 //
+// The file also holds a 10-step SGD run of a tiny MLP (OpGoldenTrajectory).
+//
 // Every entry runs twice through the dispatcher:
 //   OpGolden.ReferenceF64, OpGoldenGrad.ReferenceF64: floating inputs in f64,
 //     reference kernels only. Error bar 1e-10.
@@ -26,9 +28,12 @@
 #include <vector>
 
 #include "nimbus/autodiff/gradient_tape.h"
+#include "nimbus/autodiff/variable.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/linalg.h"
+#include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
@@ -276,6 +281,48 @@ TEST(OpGoldenFile, CoversEveryOp) {
     EXPECT_NE(OpRegistry::global().find(op), nullptr) << "op_golden.json names op '" << op << "', which is not defined";
   }
 }
+
+// A tiny MLP trained for ten SGD steps from torch's initial parameters: the
+// losses and the final parameters must follow torch's.
+void check_mlp_trajectory(const Mode& mode) {
+  const GoldenFile& file = golden_file();
+  ASSERT_TRUE(file.error.empty()) << file.error;
+  const nlohmann::json& golden = file.header.at("mlp_sgd");
+  auto make = [&](const nlohmann::json& j) {
+    const GoldenTensor t = parse_tensor(j);
+    return Tensor::from_vector<double>(t.values, t.shape).to(resolve_dtype(t.dtype, mode.floating));
+  };
+  in_mode(mode, [&] {
+    const Tensor x = make(golden.at("x"));
+    const Tensor labels = make(golden.at("labels"));
+    std::vector<Variable> params;
+    for (const nlohmann::json& p : golden.at("params")) params.emplace_back(make(p));
+    const double learning_rate = golden.at("learning_rate").get<double>();
+    const std::vector<double> expected_losses = parse_values(golden.at("losses"));
+    std::vector<double> losses;
+    for (size_t step = 0; step < expected_losses.size(); ++step) {
+      GradientTape tape;
+      const Tensor hidden = relu(matmul(x, params[0].value()) + params[1].value());
+      const Tensor logits = matmul(hidden, params[2].value()) + params[3].value();
+      const Tensor loss = mean(sparse_softmax_cross_entropy(logits, labels));
+      const std::vector<Tensor> grads = tape.gradient(loss, params);
+      for (size_t i = 0; i < params.size(); ++i) params[i].assign_sub(grads[i] * learning_rate);
+      losses.push_back(loss.item<double>());
+    }
+    const Shape steps{static_cast<int64_t>(losses.size())};
+    expect_matches(Tensor::from_vector(losses, steps), steps, expected_losses, mode.tolerance, "losses");
+    const nlohmann::json& final_params = golden.at("final_params");
+    ASSERT_EQ(final_params.size(), params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const GoldenTensor expected = parse_tensor(final_params[i]);
+      expect_matches(params[i].value(), expected.shape, expected.values, mode.tolerance,
+                     "final parameter " + std::to_string(i));
+    }
+  });
+}
+
+TEST(OpGoldenTrajectory, MlpSgdReferenceF64) { check_mlp_trajectory(kReferenceF64); }
+TEST(OpGoldenTrajectory, MlpSgdDefaultF32) { check_mlp_trajectory(kDefaultF32); }
 
 class OpGolden : public ::testing::TestWithParam<GoldenEntry> {};
 class OpGoldenGrad : public ::testing::TestWithParam<GoldenEntry> {};

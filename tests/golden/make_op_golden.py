@@ -13,6 +13,8 @@ through Nimbus's dispatcher and compares.
 
 Adding an op is one line in ENTRIES: a name, the Nimbus op, its attributes,
 input specs and the torch function that computes the same thing.
+
+The file also holds a 10-step SGD trajectory of a tiny MLP (mlp_sgd).
 """
 
 import json
@@ -473,6 +475,43 @@ def evaluate(entry, rng):
     }
 
 
+def mlp_sgd_trajectory(rng):
+    """A tiny model trained for a few steps: x (8, 4) -> dense(6) -> relu ->
+    dense(3) -> mean sparse softmax cross-entropy, plain SGD. The losses and
+    the final parameters check forward, gradients and updates together."""
+    def tensor(shape, scale):
+        n = math.prod(shape)
+        return torch.tensor([round(rng.gauss(0.0, scale), 4) for _ in range(n)], dtype=torch.float64).reshape(shape)
+
+    x = tensor((8, 4), 1.0)
+    labels = torch.tensor([rng.randrange(3) for _ in range(8)], dtype=torch.int64)
+    params = [tensor((4, 6), 0.5), tensor((6,), 0.1), tensor((6, 3), 0.5), tensor((3,), 0.1)]
+    initial = [p.clone() for p in params]
+    learning_rate, steps = 0.5, 10
+    losses = []
+    for _ in range(steps):
+        for p in params:
+            p.requires_grad_(True)
+        w1, b1, w2, b2 = params
+        loss = F.cross_entropy(torch.relu(x @ w1 + b1) @ w2 + b2, labels)
+        grads = torch.autograd.grad(loss, params)
+        losses.append(loss.item())
+        params = [(p - learning_rate * g).detach() for p, g in zip(params, grads)]
+
+    def record(t):
+        return {"shape": list(t.shape), "dtype": "float" if t.dtype.is_floating_point else NIMBUS_DTYPES[t.dtype],
+                "values": values_of(t)}
+
+    return {
+        "x": record(x),
+        "labels": record(labels),
+        "params": [record(p) for p in initial],
+        "learning_rate": learning_rate,
+        "losses": losses,
+        "final_params": [record(p) for p in params],
+    }
+
+
 def main():
     torch.manual_seed(SEED)
     rng = random.Random(SEED)
@@ -487,8 +526,9 @@ def main():
         "torch": torch.__version__,
         "seed": SEED,
         "no_torch_equivalent": NO_TORCH_EQUIVALENT,
+        "mlp_sgd": mlp_sgd_trajectory(rng),
     }
-    head = json.dumps(header, separators=(",", ":"))[:-1]
+    head = json.dumps(header, separators=(",", ":"), allow_nan=False)[:-1]
     sys.stdout.write(head + ',"entries":[\n' + ",\n".join(lines) + "\n]}\n")
 
 
