@@ -19,6 +19,7 @@
 // (compare_tensors). Integer and bool outputs must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -97,8 +98,9 @@ GoldenTensor parse_tensor(const nlohmann::json& j) {
 Attrs parse_attrs(const nlohmann::json& j) {
   Attrs attrs;
   for (const auto& [name, typed] : j.items()) {
-    if (!typed.is_object() || typed.size() != 1)
+    if (!typed.is_object() || typed.size() != 1) {
       throw std::runtime_error("attribute '" + name + "' is not {type: value}");
+    }
     const std::string type = typed.begin().key();
     const nlohmann::json& value = typed.begin().value();
     if (type == "bool") {
