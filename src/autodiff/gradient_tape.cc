@@ -60,7 +60,6 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     throw InvalidArgument("gradient() called twice on a non-persistent GradientTape",
                           "construct the tape with GradientTape(/*persistent=*/true) to take several gradients");
   }
-  used_ = true;
   if (!target.defined()) throw InvalidArgument("gradient(): the target is an undefined tensor");
   if (output_gradient.defined() &&
       (output_gradient.shape() != target.shape() || output_gradient.dtype() != target.dtype())) {
@@ -68,6 +67,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                                       dtype_name(output_gradient.dtype()), output_gradient.shape().to_string(),
                                       dtype_name(target.dtype()), target.shape().to_string()));
   }
+  // Only a call that passed the checks uses up a non-persistent tape.
+  used_ = true;
   // Gradient rules run ops; this tape must not record them (no higher-order gradients).
   struct PauseRecording {
     bool& recording;
@@ -77,8 +78,12 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   } pause_recording(recording_);
 
   // Forward sweep: which tensors depend on a source (only their gradients are needed).
+  // Only sources the tape tracks count: an unwatched tensor (or a frozen
+  // variable) that meets a watched one in an op gets no gradient.
   std::unordered_set<uint64_t> reaches_source;
-  for (const Tensor& source : sources) reaches_source.insert(source.id());
+  for (const Tensor& source : sources) {
+    if (tracked_.count(source.id()) != 0) reaches_source.insert(source.id());
+  }
   for (const Entry& entry : entries_) {
     const bool depends = std::any_of(entry.inputs.begin(), entry.inputs.end(),
                                      [&](const Tensor& t) { return reaches_source.count(t.id()) != 0; });
@@ -131,7 +136,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   std::vector<Tensor> result;
   result.reserve(sources.size());
   for (const Tensor& source : sources) {
-    auto found = grads.find(source.id());
+    auto found = reaches_source.count(source.id()) != 0 ? grads.find(source.id()) : grads.end();
     if (found != grads.end()) {
       result.push_back(found->second);
     } else {

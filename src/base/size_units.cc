@@ -40,9 +40,13 @@ uint64_t parse_size(std::string_view text) {
   };
   for (const Unit& u : kUnits) {
     if (u.name == unit) {
-      const double bytes = value * u.factor;
-      if (bytes != std::floor(bytes) && u.factor == 1) return fail();
-      return static_cast<uint64_t>(std::llround(bytes));
+      const double bytes = std::round(value * u.factor);
+      if (value * u.factor != bytes && u.factor == 1) return fail();
+      // Converting a double at or past 2^64 to an integer is undefined (llround stops at 2^63 already).
+      if (bytes >= 0x1p64) {
+        throw InvalidArgument(fmt::format("size '{}' is too large: sizes stop below 2^64 bytes (16 EiB)", original));
+      }
+      return static_cast<uint64_t>(bytes);
     }
   }
   return fail();
@@ -53,7 +57,8 @@ std::string format_bytes(uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   double value = static_cast<double>(bytes);
   int unit = -1;
-  while (value >= 1024 && unit < 4) {
+  // One decimal prints 1023.95 and above as "1024.0": those belong to the next unit.
+  while (value >= 1023.95 && unit < 4) {
     value /= 1024;
     ++unit;
   }

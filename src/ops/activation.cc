@@ -31,8 +31,9 @@ const OpSchema& kRelu = define_op({
           return std::vector<Tensor>{where(greater(ctx.inputs[0], zeros_like(ctx.inputs[0])), g, zeros_like(g))};
         },
 });
+// NaN stays NaN (as in torch and TensorFlow): a diverged value must not turn into a zero.
 const bool kReluReference =
-    register_unary_reference("relu", kFloatingDTypes, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); });
+    register_unary_reference("relu", kFloatingDTypes, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
 
 // ---- gelu ----
 

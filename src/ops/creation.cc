@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "nimbus/base/error.h"
 #include "nimbus/ops/dispatch.h"
@@ -44,8 +46,17 @@ const bool kFillReference = register_kernel(
 // ---- range ----
 
 int64_t range_length(double start, double stop, double step) {
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step)) {
+    throw InvalidArgument(fmt::format("arange: start {}, stop {} and step {} must be finite", start, stop, step));
+  }
   if (step == 0) throw InvalidArgument("arange: step must not be zero");
-  return std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  const double length = std::ceil((stop - start) / step);
+  // Converting a double past the int64 range is undefined; no tensor is that long anyway.
+  if (length > 0x1p62) {
+    throw InvalidArgument(
+        fmt::format("arange: start {}, stop {}, step {} would give {:g} elements", start, stop, step, length));
+  }
+  return std::max<int64_t>(0, static_cast<int64_t>(length));
 }
 
 const OpSchema& kRange = define_op({
@@ -110,16 +121,58 @@ void fill_random(KernelContext& ctx, Draw draw) {
   });
 }
 
+// The i-th uniform of stream `seed` in [0, 1) with as many random bits as T's
+// significand holds, so that T represents every draw exactly (a 24-bit draw
+// rounded to bf16 would give 1.0 about once in 512).
+template <typename T>
+double unit_uniform(uint64_t seed, uint64_t i) {
+  if constexpr (std::is_same_v<T, double>) {
+    return philox_uniform_double(seed, i);
+  } else {
+    constexpr int kBits = std::is_same_v<T, Half> ? 11 : std::is_same_v<T, BFloat16> ? 8 : 24;
+    return std::ldexp(std::floor(std::ldexp(static_cast<double>(philox_uniform(seed, i)), kBits)), -kBits);
+  }
+}
+
+// The largest T below `high`: where low + (high - low) u goes when rounding it to T reaches high.
+template <typename T>
+T largest_below(double high) {
+  const T nearest = from_double<T>(high);
+  if (to_double(nearest) < high) return nearest;
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::nextafter(nearest, -std::numeric_limits<T>::infinity());
+  } else {
+    // Half and BFloat16: one step of the bit pattern toward -infinity.
+    uint16_t bits = nearest.bits;
+    if ((bits & 0x7fffu) == 0) {
+      bits = 0x8001u;  // from zero to the smallest negative subnormal
+    } else if ((bits & 0x8000u) != 0) {
+      ++bits;  // negative: one step larger in magnitude
+    } else {
+      --bits;
+    }
+    return T::from_bits(bits);
+  }
+}
+
 const bool kRandomUniformReference = register_kernel(
     "random_uniform", {.name = kReferenceKernel,
                        .dtypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16},
                        .fn = [](KernelContext& ctx) {
                          const double low = ctx.attrs.get_float("low"), high = ctx.attrs.get_float("high");
-                         const bool f64 = ctx.outputs[0].dtype() == DType::kF64;
-                         fill_random(ctx, [&](uint64_t seed, uint64_t i) {
-                           const double u =
-                               f64 ? philox_uniform_double(seed, i) : static_cast<double>(philox_uniform(seed, i));
-                           return low + (high - low) * u;
+                         const uint64_t seed = static_cast<uint64_t>(ctx.attrs.get_int("seed"));
+                         const uint64_t offset = static_cast<uint64_t>(ctx.attrs.get_int("offset"));
+                         visit_dtype(ctx.outputs[0].dtype(), [&]<typename T>() {
+                           if constexpr (std::is_floating_point_v<internal::compute_t<T>>) {
+                             T* out = static_cast<T*>(ctx.outputs[0].raw_data());
+                             const T top = largest_below<T>(high);
+                             const bool top_in_range = to_double(top) >= low;
+                             for (int64_t i = 0; i < ctx.outputs[0].numel(); ++i) {
+                               const double u = unit_uniform<T>(seed, offset + static_cast<uint64_t>(i));
+                               const T value = from_double<T>(low + (high - low) * u);
+                               out[i] = to_double(value) >= high && top_in_range ? top : value;
+                             }
+                           }
                          });
                        }});
 

@@ -125,7 +125,8 @@ const bool kPowReference =
     register_binary_reference("pow", kFloatingDTypes, [](auto a, auto b) { return std::pow(a, b); });
 
 // ---- maximum, minimum ----
-// Ties send the gradient to `a`, as TensorFlow does.
+// Ties send the gradient to `a`, as TensorFlow does. A NaN in either input
+// gives NaN (as in torch and TensorFlow), whichever side it is on.
 
 const OpSchema& kMaximum = define_op({
     .name = "maximum",
@@ -143,7 +144,7 @@ const OpSchema& kMaximum = define_op({
         },
 });
 const bool kMaximumReference =
-    register_binary_reference("maximum", kNumericDTypes, [](auto a, auto b) { return a >= b ? a : b; });
+    register_binary_reference("maximum", kNumericDTypes, [](auto a, auto b) { return a >= b || a != a ? a : b; });
 
 const OpSchema& kMinimum = define_op({
     .name = "minimum",
@@ -161,7 +162,7 @@ const OpSchema& kMinimum = define_op({
         },
 });
 const bool kMinimumReference =
-    register_binary_reference("minimum", kNumericDTypes, [](auto a, auto b) { return a <= b ? a : b; });
+    register_binary_reference("minimum", kNumericDTypes, [](auto a, auto b) { return a <= b || a != a ? a : b; });
 
 }  // namespace
 

@@ -105,7 +105,8 @@ const bool kBroadcastToReference = register_kernel(
 
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
   std::vector<int64_t> normalized;
-  for (int64_t axis : perm) normalized.push_back(axis < 0 ? axis + x.rank() : axis);
+  // Axes below -rank stay as given, so that the error names what the caller wrote.
+  for (int64_t axis : perm) normalized.push_back(axis < 0 && axis >= -x.rank() ? axis + x.rank() : axis);
   std::vector<int64_t> identity(static_cast<size_t>(x.rank()));
   std::iota(identity.begin(), identity.end(), 0);
   if (normalized == identity) return x;

@@ -10,7 +10,8 @@
 // The gradient rules are ops themselves, so the same code builds backward
 // graphs in graph mode. A non-persistent tape (the default) gives one
 // gradient() call and then frees what it recorded; persistent tapes allow
-// several. Sources not connected to the target get an undefined tensor
+// several. Sources the tape does not watch (nor computed from watched
+// tensors), and sources not connected to the target, get an undefined tensor
 // (TensorFlow's None), or zeros with UnconnectedGradients::kZero.
 #pragma once
 

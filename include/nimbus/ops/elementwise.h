@@ -15,7 +15,8 @@
 namespace nimbus {
 
 // Arithmetic: add, sub, mul, div (floating), pow (floating) and the
-// elementwise maximum / minimum. Gradients sum over broadcast dimensions.
+// elementwise maximum / minimum (NaN if either input is NaN). Gradients sum
+// over broadcast dimensions.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -54,7 +55,7 @@ Tensor isfinite(const Tensor& x);  // bool
 Tensor clip(const Tensor& x, double low, double high);
 
 // Activations.
-Tensor relu(const Tensor& x);
+Tensor relu(const Tensor& x);  // max(x, 0); NaN stays NaN
 // approximate = "tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
 // approximate = "none": x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))).
 Tensor gelu(const Tensor& x, std::string_view approximate = "tanh");

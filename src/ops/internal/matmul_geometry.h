@@ -30,7 +30,14 @@ struct MatmulGeometry {
     }
     Shape a_batch(std::span<const int64_t>(a.begin(), static_cast<size_t>(a.rank() - 2)));
     Shape b_batch(std::span<const int64_t>(b.begin(), static_cast<size_t>(b.rank() - 2)));
-    batch_shape = broadcast_shapes(a_batch, b_batch, "matmul (batch axes)");
+    try {
+      batch_shape = broadcast_shapes(a_batch, b_batch, "matmul");
+    } catch (const InvalidArgument& e) {
+      // broadcast_shapes saw only the batch axes; the caller needs the operands.
+      throw InvalidArgument(fmt::format("matmul: the batch axes of a {} and b {} cannot be broadcast ({} vs {})",
+                                        a.to_string(), b.to_string(), a_batch.to_string(), b_batch.to_string()),
+                            e.hint());
+    }
     batch = batch_shape.numel();
     a_batch_shape = a_batch;
     b_batch_shape = b_batch;

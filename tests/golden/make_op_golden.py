@@ -1,0 +1,536 @@
+#!/usr/bin/python3
+"""Writes tests/golden/op_golden.json: PyTorch's results for Nimbus's ops.
+
+Run with Debian's PyTorch (python3-torch), from the repository root:
+
+    /usr/bin/python3 tests/golden/make_op_golden.py > tests/golden/op_golden.json
+
+Each entry names a Nimbus op and its attributes, gives the inputs, and holds
+what torch computes in float64: the outputs, and the gradients of
+L = sum_k sum(output_k * w_k) with respect to every floating input, with the
+weights w_k stored too. tests/core/op_golden_test.cc replays every entry
+through Nimbus's dispatcher and compares.
+
+Adding an op is one line in ENTRIES: a name, the Nimbus op, its attributes,
+input specs and the torch function that computes the same thing.
+
+The file also holds a 10-step SGD trajectory of a tiny MLP (mlp_sgd).
+"""
+
+import json
+import math
+import random
+import sys
+
+import torch
+import torch.nn.functional as F
+
+# Bump when the file's layout changes; op_golden_test.cc checks it.
+VERSION = 1
+SEED = 20240611
+
+# ---- attribute values, typed the way Nimbus's Attrs are ----
+
+
+class Ints(list):
+    """An int-list attribute (axes, perm)."""
+
+
+class ShapeAttr(list):
+    """A Shape attribute (reshape's and broadcast_to's target)."""
+
+
+class DTypeAttr(str):
+    """A dtype attribute, by Nimbus's name (f32, f64, f16, bf16, i32, i64, u8, bool)."""
+
+
+def encode_attr(value):
+    # bool before int: a Python bool is an int.
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, float):
+        return {"float": value}
+    if isinstance(value, DTypeAttr):
+        return {"dtype": str(value)}
+    if isinstance(value, str):
+        return {"string": value}
+    if isinstance(value, Ints):
+        return {"ints": list(value)}
+    if isinstance(value, ShapeAttr):
+        return {"shape": list(value)}
+    raise TypeError(f"attribute value {value!r} has no encoding")
+
+
+# ---- inputs ----
+
+TORCH_DTYPES = {
+    "f64": torch.float64,
+    "f32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "i64": torch.int64,
+    "i32": torch.int32,
+    "u8": torch.uint8,
+    "bool": torch.bool,
+}
+NIMBUS_DTYPES = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+class Input:
+    """How to draw one input. dtype "float" means: Nimbus runs it in the
+    floating dtype under test (f64 against the reference kernels, f32 through
+    the fast ones); torch always computes in float64."""
+
+    def __init__(self, shape, dtype="float", low=-2.0, high=2.0, grid=None, fixed=None):
+        self.shape, self.dtype, self.low, self.high, self.grid = list(shape), dtype, low, high, grid
+        self.fixed = fixed
+
+    def draw(self, rng):
+        n = 1
+        for d in self.shape:
+            n *= d
+        if self.fixed is not None:
+            assert len(self.fixed) == n, f"{len(self.fixed)} values for shape {self.shape}"
+            return list(self.fixed)
+        if self.grid is not None:
+            return [rng.choice(self.grid) for _ in range(n)]
+        if self.dtype == "bool":
+            return [rng.random() < 0.5 for _ in range(n)]
+        if self.dtype != "float":
+            return [rng.randrange(int(self.low), int(self.high)) for _ in range(n)]
+        # Four decimals: exact enough to exercise the op, short in the file.
+        return [round(rng.uniform(self.low, self.high), 4) for _ in range(n)]
+
+
+def Fl(*shape, low=-2.0, high=2.0):
+    return Input(shape, "float", low, high)
+
+
+def Grid(*shape, values):
+    """Floating values from a small set, so that ties occur (comparisons, max)."""
+    return Input(shape, "float", grid=values)
+
+
+def Fixed(*shape, values):
+    """Exactly these floating values (special values: NaN, infinities, signed zeros)."""
+    return Input(shape, "float", fixed=values)
+
+
+def Int(*shape, low, high, dtype="i64"):
+    return Input(shape, dtype, low, high)
+
+
+def Bool(*shape):
+    return Input(shape, "bool")
+
+
+class Entry:
+    def __init__(self, name, op, inputs, fn, attrs=None, distinct=False, gradient=True):
+        self.name, self.op, self.inputs, self.fn = name, op, inputs, fn
+        self.attrs = attrs or {}
+        # Inputs 0 and 1 must differ everywhere (maximum / minimum: ties split differently).
+        self.distinct = distinct
+        # False for ops that Nimbus marks not differentiable although torch differentiates them.
+        self.gradient = gradient
+
+
+# ---- the table ----
+
+BROADCAST = [
+    ("same", (3, 4), (3, 4)),
+    ("rows", (4, 5), (5,)),
+    ("cols", (4, 1), (4, 3)),
+    ("scalar", (2, 3), ()),
+    ("both_sides", (3, 1, 2), (1, 4, 1)),
+]
+
+
+def binary_entries():
+    entries = []
+    plain = [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul)]
+    for op, fn in plain:
+        for suffix, a, b in BROADCAST:
+            entries.append(Entry(f"{op}_{suffix}", op, [Fl(*a), Fl(*b)], fn))
+    for suffix, a, b in BROADCAST:
+        entries.append(Entry(f"div_{suffix}", "div", [Fl(*a), Fl(*b, low=0.5, high=2.0)], torch.div))
+        entries.append(Entry(f"pow_{suffix}", "pow", [Fl(*a, low=0.5, high=2.0), Fl(*b, low=-1.5, high=1.5)],
+                             torch.pow))
+    for op, fn in [("maximum", torch.maximum), ("minimum", torch.minimum)]:
+        for suffix, a, b in BROADCAST[:3]:
+            entries.append(Entry(f"{op}_{suffix}", op, [Fl(*a), Fl(*b)], fn, distinct=True))
+    entries.append(Entry("add_i64", "add", [Int(3, 4, low=-50, high=50), Int(4, low=-50, high=50)], torch.add))
+    entries.append(Entry("mul_i32", "mul", [Int(3, 4, low=-50, high=50, dtype="i32")] * 2, torch.mul))
+    return entries
+
+
+def comparison_entries():
+    entries = []
+    ops = [("equal", torch.eq), ("not_equal", torch.ne), ("less", torch.lt), ("less_equal", torch.le),
+           ("greater", torch.gt), ("greater_equal", torch.ge)]
+    for op, fn in ops:
+        # A grid of values makes ties, so equality is exercised in both directions.
+        entries.append(Entry(f"{op}_bcast", op, [Grid(4, 5, values=[-1.0, 0.0, 0.5, 1.0]),
+                                                 Grid(5, values=[-1.0, 0.0, 0.5, 1.0])], fn))
+    entries.append(Entry("equal_i64", "equal", [Int(3, 4, low=0, high=3), Int(3, 1, low=0, high=3)], torch.eq))
+    entries.append(Entry("logical_and", "logical_and", [Bool(3, 4), Bool(4)], torch.logical_and))
+    entries.append(Entry("logical_or", "logical_or", [Bool(3, 4), Bool(3, 1)], torch.logical_or))
+    entries.append(Entry("logical_not", "logical_not", [Bool(3, 4)], torch.logical_not))
+    entries.append(Entry("where_same", "where", [Bool(3, 4), Fl(3, 4), Fl(3, 4)], torch.where))
+    entries.append(Entry("where_bcast", "where", [Bool(3, 1), Fl(4), Fl(2, 3, 4)], torch.where))
+    return entries
+
+
+def unary_entries():
+    # Domains avoid the points where a function or its derivative is undefined.
+    unaries = [
+        ("neg", torch.neg, -2, 2), ("exp", torch.exp, -2, 2), ("log", torch.log, 0.2, 3),
+        ("sqrt", torch.sqrt, 0.2, 3), ("rsqrt", torch.rsqrt, 0.2, 3), ("abs", torch.abs, -2, 2),
+        ("sign", torch.sign, -2, 2), ("square", torch.square, -2, 2), ("sin", torch.sin, -3, 3),
+        ("cos", torch.cos, -3, 3), ("erf", torch.erf, -2.5, 2.5), ("relu", torch.relu, -2, 2),
+        ("sigmoid", torch.sigmoid, -8, 8), ("tanh", torch.tanh, -3, 3),
+        # torch's softplus turns linear above 20; stay below.
+        ("softplus", F.softplus, -12, 12),
+    ]
+    entries = [Entry(op, op, [Fl(4, 5, low=low, high=high)], fn) for op, fn, low, high in unaries]
+    entries.append(Entry("exp_scalar", "exp", [Fl()], torch.exp))
+    for form in ["tanh", "none"]:
+        entries.append(Entry(f"gelu_{form}", "gelu", [Fl(4, 6, low=-4, high=4)],
+                             lambda x, form=form: F.gelu(x, approximate=form), {"approximate": form}))
+        entries.append(Entry(f"gelu_backward_{form}", "gelu_backward", [Fl(4, 6), Fl(4, 6, low=-4, high=4)],
+                             lambda g, x, form=form: torch.ops.aten.gelu_backward(g, x, approximate=form),
+                             {"approximate": form}, gradient=False))
+    entries.append(Entry("clip", "clip", [Fl(5, 4)], lambda x: torch.clamp(x, -1.0, 1.5),
+                         {"low": -1.0, "high": 1.5}))
+    entries.append(Entry("isfinite", "isfinite", [Fl(4, 3)], torch.isfinite))
+    for dtype in ["f32", "f16", "bf16", "i32", "i64"]:
+        entries.append(Entry(f"cast_to_{dtype}", "cast", [Fl(3, 5, low=-9, high=9)],
+                             lambda x, dtype=dtype: x.to(TORCH_DTYPES[dtype]), {"dtype": DTypeAttr(dtype)}))
+    entries.append(Entry("cast_i64_to_f64", "cast", [Int(3, 4, low=-9, high=9)], lambda x: x.to(torch.float64),
+                         {"dtype": DTypeAttr("f64")}))
+    entries.append(Entry("cast_bool_to_f64", "cast", [Bool(4, 4)], lambda x: x.to(torch.float64),
+                         {"dtype": DTypeAttr("f64")}))
+    entries.append(Entry("identity", "identity", [Fl(3, 4)], torch.clone))
+    entries.append(Entry("stop_gradient", "stop_gradient", [Fl(3, 4)], lambda x: x.detach()))
+    return entries
+
+
+def all_axes(x):
+    return tuple(range(x.dim()))
+
+
+def reduction_entries():
+    patterns = [
+        ("all", (3, 4), [], False),
+        ("axis0", (5, 3), [0], False),
+        ("last_keep", (3, 6), [-1], True),
+        ("middle", (2, 5, 3), [1], False),
+        ("two_axes_keep", (2, 3, 4), [0, 2], True),
+        ("size1_axis", (3, 1, 4), [1], False),
+    ]
+    reductions = [
+        ("sum", lambda x, d, k: torch.sum(x, dim=d, keepdim=k)),
+        ("mean", lambda x, d, k: torch.mean(x, dim=d, keepdim=k)),
+        ("reduce_max", lambda x, d, k: torch.amax(x, dim=d, keepdim=k)),
+        ("reduce_min", lambda x, d, k: torch.amin(x, dim=d, keepdim=k)),
+        ("variance", lambda x, d, k: torch.var(x, dim=d, unbiased=False, keepdim=k)),
+    ]
+    entries = []
+    for op, fn in reductions:
+        for suffix, shape, axes, keep in patterns:
+            if op == "variance" and suffix == "size1_axis":
+                continue  # all zeros: nothing to compare
+            entries.append(Entry(f"{op}_{suffix}", op, [Fl(*shape)],
+                                 lambda x, fn=fn, axes=axes, keep=keep: fn(x, tuple(axes) or all_axes(x), keep),
+                                 {"axes": Ints(axes), "keepdims": keep}))
+    # Ties: both frameworks share the gradient equally among the maxima (minima).
+    tie_grid = [0.0, 1.0, 2.0]
+    entries.append(Entry("reduce_max_ties", "reduce_max", [Grid(4, 5, values=tie_grid)],
+                         lambda x: torch.amax(x, dim=(1,)), {"axes": Ints([1]), "keepdims": False}))
+    entries.append(Entry("reduce_min_ties", "reduce_min", [Grid(4, 5, values=tie_grid)],
+                         lambda x: torch.amin(x, dim=(0,), keepdim=True), {"axes": Ints([0]), "keepdims": True}))
+    entries.append(Entry("sum_i64", "sum", [Int(4, 5, low=-9, high=9)], lambda x: torch.sum(x, dim=1),
+                         {"axes": Ints([1]), "keepdims": False}))
+    entries.append(Entry("argmax_last", "argmax", [Fl(4, 7)], lambda x: torch.argmax(x, dim=-1),
+                         {"axis": -1, "keepdims": False}))
+    entries.append(Entry("argmax_axis0_keep", "argmax", [Fl(5, 3)], lambda x: torch.argmax(x, dim=0, keepdim=True),
+                         {"axis": 0, "keepdims": True}))
+    # The first of several maxima wins in both.
+    entries.append(Entry("argmax_ties", "argmax", [Grid(6, 4, values=tie_grid)], lambda x: torch.argmax(x, dim=1),
+                         {"axis": 1, "keepdims": False}))
+    for op, fn in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
+        entries.append(Entry(f"{op}_last", op, [Fl(4, 7, low=-5, high=5)], lambda x, fn=fn: fn(x, -1), {"axis": -1}))
+        entries.append(Entry(f"{op}_axis1_of_3", op, [Fl(2, 5, 3, low=-5, high=5)], lambda x, fn=fn: fn(x, 1),
+                             {"axis": 1}))
+    return entries
+
+
+def shape_entries():
+    return [
+        Entry("reshape", "reshape", [Fl(2, 3, 4)], lambda x: x.reshape(6, 4), {"shape": ShapeAttr([6, 4])}),
+        Entry("reshape_to_scalar", "reshape", [Fl(1, 1)], lambda x: x.reshape(()), {"shape": ShapeAttr([])}),
+        Entry("transpose_2d", "transpose", [Fl(3, 5)], lambda x: x.permute(1, 0), {"perm": Ints([1, 0])}),
+        Entry("transpose_3d", "transpose", [Fl(2, 3, 4)], lambda x: x.permute(2, 0, 1), {"perm": Ints([2, 0, 1])}),
+        Entry("broadcast_to_rows", "broadcast_to", [Fl(4)], lambda x: torch.broadcast_to(x, (3, 4)),
+              {"shape": ShapeAttr([3, 4])}),
+        Entry("broadcast_to_size1", "broadcast_to", [Fl(3, 1, 2)], lambda x: torch.broadcast_to(x, (2, 3, 5, 2)),
+              {"shape": ShapeAttr([2, 3, 5, 2])}),
+        Entry("one_hot", "one_hot", [Int(2, 3, low=0, high=5)],
+              lambda i: F.one_hot(i, 5).to(torch.float32),
+              {"depth": 5, "dtype": DTypeAttr("f32"), "on": 1.0, "off": 0.0}),
+        Entry("one_hot_on_off_i32", "one_hot", [Int(4, low=0, high=3, dtype="i32")],
+              lambda i: F.one_hot(i.long(), 3).to(torch.float64) * (0.9 - 0.05) + 0.05,
+              {"depth": 3, "dtype": DTypeAttr("f64"), "on": 0.9, "off": 0.05}),
+        Entry("fill", "fill", [], lambda: torch.full((2, 3), 2.5, dtype=torch.float64),
+              {"shape": ShapeAttr([2, 3]), "dtype": DTypeAttr("f64"), "value": 2.5}),
+        Entry("range_f64", "range", [], lambda: torch.arange(1.0, 10.0, 1.5, dtype=torch.float64),
+              {"start": 1.0, "stop": 10.0, "step": 1.5, "dtype": DTypeAttr("f64")}),
+        Entry("range_i64_negative_step", "range", [], lambda: torch.arange(7, -6, -3, dtype=torch.int64),
+              {"start": 7.0, "stop": -6.0, "step": -3.0, "dtype": DTypeAttr("i64")}),
+    ]
+
+
+def matmul_entries():
+    patterns = [
+        ("plain", (3, 4), (4, 5), False, False),
+        ("ta", (4, 3), (4, 5), True, False),
+        ("tb", (3, 4), (5, 4), False, True),
+        ("ta_tb", (4, 3), (5, 4), True, True),
+        ("batched", (2, 3, 4), (2, 4, 5), False, False),
+        ("broadcast_batch", (2, 1, 3, 4), (3, 4, 2), False, False),
+        ("weights_shared_tb", (2, 3, 4), (5, 4), False, True),
+        ("broadcast_batch_ta", (1, 2, 4, 3), (3, 1, 4, 2), True, False),
+    ]
+
+    def matmul(a, b, ta, tb):
+        return torch.matmul(a.transpose(-1, -2) if ta else a, b.transpose(-1, -2) if tb else b)
+
+    return [Entry(f"matmul_{suffix}", "matmul", [Fl(*a), Fl(*b)],
+                  lambda a, b, ta=ta, tb=tb: matmul(a, b, ta, tb), {"transpose_a": ta, "transpose_b": tb})
+            for suffix, a, b, ta, tb in patterns]
+
+
+def loss_entries():
+    def sparse(logits, labels):
+        classes = logits.shape[-1]
+        losses = F.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1).long(), reduction="none")
+        return losses.reshape(labels.shape)
+
+    return [
+        Entry("sparse_softmax_cross_entropy", "sparse_softmax_cross_entropy",
+              [Fl(5, 7, low=-4, high=4), Int(5, low=0, high=7)], sparse),
+        Entry("sparse_softmax_cross_entropy_3d_i32", "sparse_softmax_cross_entropy",
+              [Fl(2, 3, 4, low=-4, high=4), Int(2, 3, low=0, high=4, dtype="i32")], sparse),
+        # Labels that do not sum to one exercise the sum(labels) term of the gradient.
+        Entry("softmax_cross_entropy", "softmax_cross_entropy", [Fl(4, 6, low=-4, high=4), Fl(4, 6, low=0, high=1)],
+              lambda logits, labels: F.cross_entropy(logits, labels, reduction="none")),
+    ]
+
+
+NAN, INF = float("nan"), float("inf")
+SPECIALS = [NAN, INF, -INF, -0.0, 0.0, 1.5, -2.0]
+
+
+def special_value_entries():
+    """NaN and infinities must come out where torch has them (CONVENTIONS.md 7:
+    NaN/Inf parity), e.g. an activation must not turn a NaN into a number.
+    Gradients at these points mean little, so none are compared."""
+    n = len(SPECIALS)
+
+    def unary(name, op, fn, attrs=None):
+        return Entry(f"{name}_special_values", op, [Fixed(n, values=SPECIALS)], fn, attrs, gradient=False)
+
+    def binary(name, op, fn):
+        # Every pair of special values: a (n, 1) against b (n).
+        return Entry(f"{name}_special_values", op, [Fixed(n, 1, values=SPECIALS), Fixed(n, values=SPECIALS)], fn,
+                     gradient=False)
+
+    return [
+        unary("relu", "relu", torch.relu),
+        unary("abs", "abs", torch.abs),
+        unary("sign", "sign", torch.sign),
+        unary("exp", "exp", torch.exp),
+        unary("log", "log", torch.log),
+        unary("sqrt", "sqrt", torch.sqrt),
+        unary("rsqrt", "rsqrt", torch.rsqrt),
+        unary("sigmoid", "sigmoid", torch.sigmoid),
+        unary("tanh", "tanh", torch.tanh),
+        unary("softplus", "softplus", F.softplus),
+        unary("erf", "erf", torch.erf),
+        unary("gelu_tanh", "gelu", lambda x: F.gelu(x, approximate="tanh"), {"approximate": "tanh"}),
+        unary("gelu_none", "gelu", lambda x: F.gelu(x, approximate="none"), {"approximate": "none"}),
+        unary("clip", "clip", lambda x: torch.clamp(x, -1.0, 1.0), {"low": -1.0, "high": 1.0}),
+        unary("isfinite", "isfinite", torch.isfinite),
+        unary("cast_to_bool", "cast", lambda x: x.to(torch.bool), {"dtype": DTypeAttr("bool")}),
+        unary("cast_to_f16", "cast", lambda x: x.to(torch.float16), {"dtype": DTypeAttr("f16")}),
+        binary("add", "add", torch.add),
+        binary("mul", "mul", torch.mul),
+        binary("div", "div", torch.div),
+        binary("maximum", "maximum", torch.maximum),
+        binary("minimum", "minimum", torch.minimum),
+        binary("less", "less", torch.lt),
+        binary("equal", "equal", torch.eq),
+        Entry("reduce_max_special_values", "reduce_max", [Fixed(3, 3, values=[1.0, NAN, 2.0, -INF, -INF, -INF,
+                                                                            INF, 1.0, -0.0])],
+              lambda x: torch.amax(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("reduce_min_special_values", "reduce_min", [Fixed(3, 3, values=[1.0, NAN, 2.0, INF, INF, INF,
+                                                                            -INF, 1.0, 0.0])],
+              lambda x: torch.amin(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("sum_special_values", "sum", [Fixed(3, 2, values=[INF, -INF, INF, 1.0, NAN, 0.0])],
+              lambda x: torch.sum(x, dim=1), {"axes": Ints([1]), "keepdims": False}, gradient=False),
+        Entry("argmax_special_values", "argmax", [Fixed(3, 3, values=[1.0, NAN, NAN, -INF, -INF, -INF,
+                                                                     2.0, INF, INF])],
+              lambda x: torch.argmax(x, dim=1), {"axis": 1, "keepdims": False}, gradient=False),
+        Entry("softmax_special_values", "softmax", [Fixed(4, 2, values=[-INF, 0.0, INF, 1.0, NAN, 1.0, -INF, -INF])],
+              lambda x: torch.softmax(x, -1), {"axis": -1}, gradient=False),
+        Entry("log_softmax_special_values", "log_softmax", [Fixed(3, 2, values=[-INF, 0.0, INF, 1.0, NAN, 1.0])],
+              lambda x: torch.log_softmax(x, -1), {"axis": -1}, gradient=False),
+    ]
+
+
+# Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
+# neither list, so a new op gets an entry (or a reason) here.
+NO_TORCH_EQUIVALENT = {
+    "random_normal": "Philox streams differ from torch's generators; rng_test.cc checks them",
+    "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",
+}
+
+ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
+           + matmul_entries() + loss_entries() + special_value_entries())
+
+# ---- evaluation ----
+
+
+def encode_float(v):
+    """JSON has no NaN or infinity: they are written as the strings "nan", "inf", "-inf"."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def values_of(t):
+    if t.dtype == torch.bool:
+        return [bool(v) for v in t.flatten().tolist()]
+    if t.dtype.is_floating_point:
+        return [encode_float(float(v)) for v in t.double().flatten().tolist()]
+    return [int(v) for v in t.flatten().tolist()]
+
+
+def evaluate(entry, rng):
+    inputs, records = [], []
+    for spec in entry.inputs:
+        values = spec.draw(rng)
+        if spec.dtype == "float":
+            t = torch.tensor(values, dtype=torch.float64).reshape(spec.shape).requires_grad_(True)
+        else:
+            t = torch.tensor(values, dtype=TORCH_DTYPES[spec.dtype]).reshape(spec.shape)
+        inputs.append(t)
+        records.append({"shape": spec.shape, "dtype": spec.dtype,
+                        "values": [encode_float(v) if isinstance(v, float) else v for v in values]})
+    if entry.distinct:
+        a, b = torch.broadcast_tensors(inputs[0].detach(), inputs[1].detach())
+        if bool((a == b).any()):
+            raise ValueError(f"{entry.name}: inputs tie; change SEED")
+
+    outputs = entry.fn(*inputs)
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs,)
+    floating_inputs = any(spec.dtype == "float" for spec in entry.inputs)
+    out_records, weights, loss = [], [], None
+    for out in outputs:
+        # "float": the floating dtype of the run (the inputs'); anything else is fixed by the op.
+        dtype = "float" if out.dtype == torch.float64 and floating_inputs else NIMBUS_DTYPES[out.dtype]
+        values = values_of(out)
+        if out.dtype.is_floating_point and out.numel() >= 8 and values.count(0.0) > 0.9 * out.numel():
+            raise ValueError(f"{entry.name}: output is mostly zeros and would not exercise the op")
+        out_records.append({"shape": list(out.shape), "dtype": dtype, "values": values})
+        if out.dtype.is_floating_point:
+            w = [round(rng.gauss(0.0, 1.0), 4) for _ in range(out.numel())]
+            weights.append(w)
+            term = (out.double() * torch.tensor(w, dtype=torch.float64).reshape(out.shape)).sum()
+            loss = term if loss is None else loss + term
+        else:
+            weights.append(None)
+
+    grads = [None] * len(inputs)
+    floating = [i for i, t in enumerate(inputs) if t.requires_grad]
+    if entry.gradient and loss is not None and floating:
+        # A loss that depends on no input (stop_gradient) has zero gradients.
+        computed = (torch.autograd.grad(loss, [inputs[i] for i in floating], allow_unused=True)
+                    if loss.requires_grad else [None] * len(floating))
+        for i, g in zip(floating, computed):
+            grads[i] = values_of(g) if g is not None else [0.0] * inputs[i].numel()
+
+    return {
+        "name": entry.name,
+        "op": entry.op,
+        "attrs": {k: encode_attr(v) for k, v in entry.attrs.items()},
+        "inputs": records,
+        "outputs": out_records,
+        "weights": weights,
+        "grads": grads,
+    }
+
+
+def mlp_sgd_trajectory(rng):
+    """A tiny model trained for a few steps: x (8, 4) -> dense(6) -> relu ->
+    dense(3) -> mean sparse softmax cross-entropy, plain SGD. The losses and
+    the final parameters check forward, gradients and updates together."""
+    def tensor(shape, scale):
+        n = math.prod(shape)
+        return torch.tensor([round(rng.gauss(0.0, scale), 4) for _ in range(n)], dtype=torch.float64).reshape(shape)
+
+    x = tensor((8, 4), 1.0)
+    labels = torch.tensor([rng.randrange(3) for _ in range(8)], dtype=torch.int64)
+    params = [tensor((4, 6), 0.5), tensor((6,), 0.1), tensor((6, 3), 0.5), tensor((3,), 0.1)]
+    initial = [p.clone() for p in params]
+    learning_rate, steps = 0.5, 10
+    losses = []
+    for _ in range(steps):
+        for p in params:
+            p.requires_grad_(True)
+        w1, b1, w2, b2 = params
+        loss = F.cross_entropy(torch.relu(x @ w1 + b1) @ w2 + b2, labels)
+        grads = torch.autograd.grad(loss, params)
+        losses.append(loss.item())
+        params = [(p - learning_rate * g).detach() for p, g in zip(params, grads)]
+
+    def record(t):
+        return {"shape": list(t.shape), "dtype": "float" if t.dtype.is_floating_point else NIMBUS_DTYPES[t.dtype],
+                "values": values_of(t)}
+
+    return {
+        "x": record(x),
+        "labels": record(labels),
+        "params": [record(p) for p in initial],
+        "learning_rate": learning_rate,
+        "losses": losses,
+        "final_params": [record(p) for p in params],
+    }
+
+
+def main():
+    torch.manual_seed(SEED)
+    rng = random.Random(SEED)
+    names = [e.name for e in ENTRIES]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate entry names: {sorted(duplicates)}")
+    lines = [json.dumps(evaluate(e, rng), separators=(",", ":"), allow_nan=False) for e in ENTRIES]
+    header = {
+        "version": VERSION,
+        "generator": "tests/golden/make_op_golden.py",
+        "torch": torch.__version__,
+        "seed": SEED,
+        "no_torch_equivalent": NO_TORCH_EQUIVALENT,
+        "mlp_sgd": mlp_sgd_trajectory(rng),
+    }
+    head = json.dumps(header, separators=(",", ":"), allow_nan=False)[:-1]
+    sys.stdout.write(head + ',"entries":[\n' + ",\n".join(lines) + "\n]}\n")
+
+
+if __name__ == "__main__":
+    main()
