@@ -34,6 +34,11 @@ Backend& backend(DeviceType type) {
         fmt::format("no {} backend in this build of Nimbus", device_type_name(type)),
         type == DeviceType::kCUDA ? "rebuild with -DNIMBUS_CUDA=ON on a machine with the CUDA toolkit" : "");
   }
+  if (slot->device_count() == 0) {
+    throw Unavailable(
+        fmt::format("the {} backend found no devices on this machine", device_type_name(type)),
+        type == DeviceType::kCUDA ? "check that the NVIDIA driver is installed (nvidia-smi lists the GPUs)" : "");
+  }
   return *slot;
 }
 
