@@ -389,6 +389,110 @@ def special_value_entries():
     ]
 
 
+# ---- shape ops: concat, split, slice, pad, gather, scatter_add, tril, triu, top_k ----
+
+
+def Indices(*shape, values, dtype="i64"):
+    """Integer indices written out in the table (so that duplicates are certain)."""
+    return Input(shape, dtype, fixed=values)
+
+
+def split_torch(x, sizes, axis):
+    known = sum(s for s in sizes if s != -1)
+    return torch.split(x, [x.shape[axis] - known if s == -1 else s for s in sizes], axis)
+
+
+def slice_torch(x, begin, size):
+    return x[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))]
+
+
+def pad_torch(x, paddings, value):
+    # Nimbus lists (before, after) from the first axis; F.pad from the last.
+    pairs = [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+    return F.pad(x, [p for pair in reversed(pairs) for p in pair], value=value)
+
+
+def gather_torch(params, indices, axis):
+    axis %= params.dim()
+    picked = torch.index_select(params, axis, indices.reshape(-1).long())
+    return picked.reshape(params.shape[:axis] + indices.shape + params.shape[axis + 1:])
+
+
+def scatter_add_torch(updates, indices, shape, axis):
+    axis %= len(shape)
+    flat = updates.reshape(list(shape[:axis]) + [indices.numel()] + list(shape[axis + 1:]))
+    return torch.zeros(shape, dtype=updates.dtype).index_add(axis, indices.reshape(-1).long(), flat)
+
+
+def stable_top_k(x, k):
+    """A stable descending sort: equal values in index order and NaN above every number, Nimbus's (and TF's)
+    order; torch.topk leaves the order of ties unspecified."""
+    values, indices = torch.sort(x, dim=-1, descending=True, stable=True)
+    return values[..., :k], indices[..., :k]
+
+
+def shape_op_entries():
+    entries = [
+        Entry("concat_axis0", "concat", [Fl(2, 3), Fl(1, 3), Fl(3, 3)], lambda *xs: torch.cat(xs, 0), {"axis": 0}),
+        Entry("concat_middle", "concat", [Fl(2, 1, 4), Fl(2, 3, 4)], lambda *xs: torch.cat(xs, 1), {"axis": 1}),
+        Entry("concat_last_negative", "concat", [Fl(3, 2), Fl(3, 4)], lambda *xs: torch.cat(xs, -1), {"axis": -1}),
+        Entry("concat_i32", "concat", [Int(2, 2, low=-9, high=9, dtype="i32"), Int(2, 3, low=-9, high=9, dtype="i32")],
+              lambda *xs: torch.cat(xs, 1), {"axis": 1}),
+    ]
+    for suffix, shape, sizes, axis in [("axis0", (6, 2), [1, 3, 2], 0), ("last_rest", (3, 7), [2, -1, 1], -1),
+                                       ("middle", (2, 5, 3), [2, 3], 1)]:
+        entries.append(Entry(f"split_{suffix}", "split", [Fl(*shape)],
+                             lambda x, sizes=sizes, axis=axis: split_torch(x, sizes, axis),
+                             {"sizes": Ints(sizes), "axis": axis}))
+    for suffix, shape, begin, size in [("2d", (5, 6), [1, 2], [3, -1]), ("3d", (3, 4, 5), [0, 1, 2], [-1, 2, 2]),
+                                       ("whole_rows", (5, 4), [2, 0], [2, 4])]:
+        entries.append(Entry(f"slice_{suffix}", "slice", [Fl(*shape)],
+                             lambda x, begin=begin, size=size: slice_torch(x, begin, size),
+                             {"begin": Ints(begin), "size": Ints(size)}))
+    for suffix, spec, paddings, value in [("2d", Fl(3, 4), [1, 2, 0, 1], 0.0),
+                                          ("3d_value", Fl(2, 3, 2), [0, 1, 2, 0, 1, 1], 1.5),
+                                          ("i32", Int(2, 3, low=-9, high=9, dtype="i32"), [1, 0, 0, 2], -3.0)]:
+        entries.append(Entry(f"pad_{suffix}", "pad", [spec],
+                             lambda x, paddings=paddings, value=value: pad_torch(x, paddings, value),
+                             {"paddings": Ints(paddings), "value": value}))
+    gathers = [
+        ("rows_duplicates", Fl(5, 3), Indices(6, values=[4, 0, 4, 2, 0, 1]), 0),
+        ("middle_2d_indices_i32", Fl(2, 4, 3), Indices(2, 3, values=[3, 1, 3, 0, 0, 2], dtype="i32"), 1),
+        ("last_negative_axis", Fl(3, 5), Indices(4, values=[3, 3, 0, 1]), -1),
+        ("scalar_index", Fl(4, 3), Indices(values=[2]), 0),
+        ("i64_params", Int(4, 3, low=-50, high=50), Indices(3, values=[1, 3, 1]), 0),
+    ]
+    for suffix, params, indices, axis in gathers:
+        entries.append(Entry(f"gather_{suffix}", "gather", [params, indices],
+                             lambda p, i, axis=axis: gather_torch(p, i, axis), {"axis": axis}))
+    scatters = [
+        ("rows_duplicates", Fl(6, 3), Indices(6, values=[4, 0, 4, 2, 0, 1]), [5, 3], 0),
+        ("middle_2d_indices_i32", Fl(2, 2, 3, 3), Indices(2, 3, values=[3, 1, 3, 0, 0, 2], dtype="i32"), [2, 4, 3], 1),
+        ("last_negative_axis", Fl(3, 4), Indices(4, values=[2, 2, 0, 1]), [3, 3], -1),
+        ("i64", Int(4, 2, low=-50, high=50), Indices(4, values=[1, 0, 1, 2]), [3, 2], 0),
+    ]
+    for suffix, updates, indices, shape, axis in scatters:
+        entries.append(Entry(f"scatter_add_{suffix}", "scatter_add", [updates, indices],
+                             lambda u, i, shape=shape, axis=axis: scatter_add_torch(u, i, shape, axis),
+                             {"shape": ShapeAttr(shape), "axis": axis}))
+    for op, fn in [("tril", torch.tril), ("triu", torch.triu)]:
+        for suffix, shape, k in [("k0", (4, 5), 0), ("k1_batched", (2, 3, 4), 1), ("k_minus1_tall", (5, 3), -1),
+                                 ("k2_wide", (3, 6), 2), ("k_minus2_batched", (2, 4, 4), -2)]:
+            entries.append(Entry(f"{op}_{suffix}", op, [Fl(*shape)], lambda x, fn=fn, k=k: fn(x, k), {"k": k}))
+    # Distinct values (four random decimals) in the entries with gradients: ties would leave the choice to torch.topk.
+    for suffix, shape, k in [("rows", (4, 6), 3), ("3d_full_sort", (2, 3, 5), 5), ("k1", (5, 4), 1)]:
+        entries.append(Entry(f"top_k_{suffix}", "top_k", [Fl(*shape)], lambda x, k=k: torch.topk(x, k, dim=-1),
+                             {"k": k}))
+    entries.append(Entry("top_k_ties", "top_k", [Grid(4, 6, values=[0.0, 1.0, 2.0])], lambda x: stable_top_k(x, 4),
+                         {"k": 4}, gradient=False))
+    entries.append(Entry("top_k_i32", "top_k", [Int(3, 6, low=-5, high=5, dtype="i32")], lambda x: stable_top_k(x, 2),
+                         {"k": 2}))
+    entries.append(Entry("top_k_special_values", "top_k",
+                         [Fixed(2, 7, values=SPECIALS + [1.5, -INF, NAN, 0.0, INF, NAN, -0.0])],
+                         lambda x: stable_top_k(x, 5), {"k": 5}, gradient=False))
+    return entries
+
+
 # Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
 # neither list, so a new op gets an entry (or a reason) here.
 NO_TORCH_EQUIVALENT = {
@@ -397,7 +501,7 @@ NO_TORCH_EQUIVALENT = {
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
-           + matmul_entries() + loss_entries() + special_value_entries())
+           + matmul_entries() + loss_entries() + special_value_entries() + shape_op_entries())
 
 # ---- evaluation ----
 
