@@ -389,15 +389,351 @@ def special_value_entries():
     ]
 
 
+# ---- shape ops: concat, split, slice, pad, gather, scatter_add, tril, triu, top_k ----
+
+
+def Indices(*shape, values, dtype="i64"):
+    """Integer indices written out in the table (so that duplicates are certain)."""
+    return Input(shape, dtype, fixed=values)
+
+
+def split_torch(x, sizes, axis):
+    known = sum(s for s in sizes if s != -1)
+    return torch.split(x, [x.shape[axis] - known if s == -1 else s for s in sizes], axis)
+
+
+def slice_torch(x, begin, size):
+    return x[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))]
+
+
+def pad_torch(x, paddings, value):
+    # Nimbus lists (before, after) from the first axis; F.pad from the last.
+    pairs = [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+    return F.pad(x, [p for pair in reversed(pairs) for p in pair], value=value)
+
+
+def gather_torch(params, indices, axis):
+    axis %= params.dim()
+    picked = torch.index_select(params, axis, indices.reshape(-1).long())
+    return picked.reshape(params.shape[:axis] + indices.shape + params.shape[axis + 1:])
+
+
+def scatter_add_torch(updates, indices, shape, axis):
+    axis %= len(shape)
+    flat = updates.reshape(list(shape[:axis]) + [indices.numel()] + list(shape[axis + 1:]))
+    return torch.zeros(shape, dtype=updates.dtype).index_add(axis, indices.reshape(-1).long(), flat)
+
+
+def stable_top_k(x, k):
+    """A stable descending sort: equal values in index order and NaN above every number, Nimbus's (and TF's)
+    order; torch.topk leaves the order of ties unspecified."""
+    values, indices = torch.sort(x, dim=-1, descending=True, stable=True)
+    return values[..., :k], indices[..., :k]
+
+
+def shape_op_entries():
+    entries = [
+        Entry("concat_axis0", "concat", [Fl(2, 3), Fl(1, 3), Fl(3, 3)], lambda *xs: torch.cat(xs, 0), {"axis": 0}),
+        Entry("concat_middle", "concat", [Fl(2, 1, 4), Fl(2, 3, 4)], lambda *xs: torch.cat(xs, 1), {"axis": 1}),
+        Entry("concat_last_negative", "concat", [Fl(3, 2), Fl(3, 4)], lambda *xs: torch.cat(xs, -1), {"axis": -1}),
+        Entry("concat_i32", "concat", [Int(2, 2, low=-9, high=9, dtype="i32"), Int(2, 3, low=-9, high=9, dtype="i32")],
+              lambda *xs: torch.cat(xs, 1), {"axis": 1}),
+    ]
+    for suffix, shape, sizes, axis in [("axis0", (6, 2), [1, 3, 2], 0), ("last_rest", (3, 7), [2, -1, 1], -1),
+                                       ("middle", (2, 5, 3), [2, 3], 1)]:
+        entries.append(Entry(f"split_{suffix}", "split", [Fl(*shape)],
+                             lambda x, sizes=sizes, axis=axis: split_torch(x, sizes, axis),
+                             {"sizes": Ints(sizes), "axis": axis}))
+    for suffix, shape, begin, size in [("2d", (5, 6), [1, 2], [3, -1]), ("3d", (3, 4, 5), [0, 1, 2], [-1, 2, 2]),
+                                       ("whole_rows", (5, 4), [2, 0], [2, 4])]:
+        entries.append(Entry(f"slice_{suffix}", "slice", [Fl(*shape)],
+                             lambda x, begin=begin, size=size: slice_torch(x, begin, size),
+                             {"begin": Ints(begin), "size": Ints(size)}))
+    for suffix, spec, paddings, value in [("2d", Fl(3, 4), [1, 2, 0, 1], 0.0),
+                                          ("3d_value", Fl(2, 3, 2), [0, 1, 2, 0, 1, 1], 1.5),
+                                          ("i32", Int(2, 3, low=-9, high=9, dtype="i32"), [1, 0, 0, 2], -3.0)]:
+        entries.append(Entry(f"pad_{suffix}", "pad", [spec],
+                             lambda x, paddings=paddings, value=value: pad_torch(x, paddings, value),
+                             {"paddings": Ints(paddings), "value": value}))
+    gathers = [
+        ("rows_duplicates", Fl(5, 3), Indices(6, values=[4, 0, 4, 2, 0, 1]), 0),
+        ("middle_2d_indices_i32", Fl(2, 4, 3), Indices(2, 3, values=[3, 1, 3, 0, 0, 2], dtype="i32"), 1),
+        ("last_negative_axis", Fl(3, 5), Indices(4, values=[3, 3, 0, 1]), -1),
+        ("scalar_index", Fl(4, 3), Indices(values=[2]), 0),
+        ("i64_params", Int(4, 3, low=-50, high=50), Indices(3, values=[1, 3, 1]), 0),
+    ]
+    for suffix, params, indices, axis in gathers:
+        entries.append(Entry(f"gather_{suffix}", "gather", [params, indices],
+                             lambda p, i, axis=axis: gather_torch(p, i, axis), {"axis": axis}))
+    scatters = [
+        ("rows_duplicates", Fl(6, 3), Indices(6, values=[4, 0, 4, 2, 0, 1]), [5, 3], 0),
+        ("middle_2d_indices_i32", Fl(2, 2, 3, 3), Indices(2, 3, values=[3, 1, 3, 0, 0, 2], dtype="i32"), [2, 4, 3], 1),
+        ("last_negative_axis", Fl(3, 4), Indices(4, values=[2, 2, 0, 1]), [3, 3], -1),
+        ("i64", Int(4, 2, low=-50, high=50), Indices(4, values=[1, 0, 1, 2]), [3, 2], 0),
+    ]
+    for suffix, updates, indices, shape, axis in scatters:
+        entries.append(Entry(f"scatter_add_{suffix}", "scatter_add", [updates, indices],
+                             lambda u, i, shape=shape, axis=axis: scatter_add_torch(u, i, shape, axis),
+                             {"shape": ShapeAttr(shape), "axis": axis}))
+    for op, fn in [("tril", torch.tril), ("triu", torch.triu)]:
+        for suffix, shape, k in [("k0", (4, 5), 0), ("k1_batched", (2, 3, 4), 1), ("k_minus1_tall", (5, 3), -1),
+                                 ("k2_wide", (3, 6), 2), ("k_minus2_batched", (2, 4, 4), -2)]:
+            entries.append(Entry(f"{op}_{suffix}", op, [Fl(*shape)], lambda x, fn=fn, k=k: fn(x, k), {"k": k}))
+    # Distinct values (four random decimals) in the entries with gradients: ties would leave the choice to torch.topk.
+    for suffix, shape, k in [("rows", (4, 6), 3), ("3d_full_sort", (2, 3, 5), 5), ("k1", (5, 4), 1)]:
+        entries.append(Entry(f"top_k_{suffix}", "top_k", [Fl(*shape)], lambda x, k=k: torch.topk(x, k, dim=-1),
+                             {"k": k}))
+    entries.append(Entry("top_k_ties", "top_k", [Grid(4, 6, values=[0.0, 1.0, 2.0])], lambda x: stable_top_k(x, 4),
+                         {"k": 4}, gradient=False))
+    entries.append(Entry("top_k_i32", "top_k", [Int(3, 6, low=-5, high=5, dtype="i32")], lambda x: stable_top_k(x, 2),
+                         {"k": 2}))
+    entries.append(Entry("top_k_special_values", "top_k",
+                         [Fixed(2, 7, values=SPECIALS + [1.5, -INF, NAN, 0.0, INF, NAN, -0.0])],
+                         lambda x: stable_top_k(x, 5), {"k": 5}, gradient=False))
+    return entries
+
+
+# ---- NN ops: convolution, pooling, batch and layer normalization ----
+
+
+def same_padding(size, kernel, stride, dilation):
+    """TF's "same" rule on one spatial axis: (before, after), the odd element after."""
+    output = -(-size // stride)
+    total = max((output - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def to_nchw(x, data_format):
+    return x.permute(0, 3, 1, 2) if data_format == "NHWC" else x
+
+
+def from_nchw(y, data_format):
+    return y.permute(0, 2, 3, 1) if data_format == "NHWC" else y
+
+
+def pad_image(x, kernel, strides, dilations, padding, value=0.0):
+    """x (N, C, H, W), padded for TF's padding rule: torch's own padding is symmetric, TF's "same" need not be."""
+    if padding == "valid":
+        return x
+    top, bottom = same_padding(x.shape[2], kernel[0], strides[0], dilations[0])
+    left, right = same_padding(x.shape[3], kernel[1], strides[1], dilations[1])
+    return F.pad(x, (left, right, top, bottom), value=value)
+
+
+def conv2d_torch(x, w, attrs):
+    data_format = attrs["data_format"]
+    x = to_nchw(x, data_format)
+    if data_format == "NHWC":
+        w = w.permute(3, 2, 0, 1)  # Keras's (KH, KW, C/groups, F) to torch's (F, C/groups, KH, KW)
+    x = pad_image(x, w.shape[2:], attrs["strides"], attrs["dilations"], attrs["padding"])
+    y = F.conv2d(x, w, stride=attrs["strides"], dilation=attrs["dilations"], groups=attrs["groups"])
+    return from_nchw(y, data_format)
+
+
+def conv2d_backward_input_torch(grad_y, w, attrs):
+    x = torch.zeros(attrs["input_shape"], dtype=torch.float64, requires_grad=True)
+    return torch.autograd.grad(conv2d_torch(x, w, attrs), x, grad_y)[0]
+
+
+def conv2d_backward_filter_torch(grad_y, x, attrs):
+    w = torch.zeros(attrs["filter_shape"], dtype=torch.float64, requires_grad=True)
+    return torch.autograd.grad(conv2d_torch(x, w, attrs), w, grad_y)[0]
+
+
+def pool2d_torch(x, attrs, kind):
+    data_format, size, strides = attrs["data_format"], attrs["pool_size"], attrs["strides"]
+    x = to_nchw(x, data_format)
+
+    def padded(t, value):
+        return pad_image(t, size, strides, [1, 1], attrs["padding"], value)
+
+    if kind == "max":
+        y = F.max_pool2d(padded(x, -math.inf), size, strides)  # padded taps never win
+    else:
+        # TF divides by the taps inside the input: a sum pool over a count pool of ones.
+        def sum_pool(t):
+            return F.avg_pool2d(padded(t, 0.0), size, strides, divisor_override=1)
+
+        y = sum_pool(x) / sum_pool(torch.ones_like(x))
+    return from_nchw(y, data_format)
+
+
+def pool2d_backward_torch(grad_y, x, attrs, kind):
+    if x is None:
+        x = torch.zeros(attrs["input_shape"], dtype=torch.float64)
+    x = x.detach().requires_grad_(True)
+    return torch.autograd.grad(pool2d_torch(x, attrs, kind), x, grad_y)[0]
+
+
+def output_shape(fn, *shapes):
+    """The shape fn gives for inputs of these shapes (grad_y of the backward ops)."""
+    return list(fn(*[torch.zeros(s, dtype=torch.float64) for s in shapes]).shape)
+
+
+CONVOLUTIONS = [
+    # suffix, x, filter, attributes other than the defaults
+    ("nhwc_valid", (2, 4, 4, 3), (3, 3, 3, 2), {}),
+    # Height pads (1, 1), width (0, 1): TF puts the odd padded column after.
+    ("nhwc_same_stride2", (1, 5, 6, 2), (3, 3, 2, 3), {"strides": [2, 2], "padding": "same"}),
+    # An even kernel height pads (0, 1); a dilated width pads (2, 2).
+    ("nhwc_same_even_kernel_dilated", (1, 5, 6, 2), (2, 3, 2, 2), {"padding": "same", "dilations": [1, 2]}),
+    ("nhwc_valid_dilated_stride", (1, 7, 6, 2), (2, 2, 2, 3), {"strides": [2, 1], "dilations": [2, 2]}),
+    ("nhwc_groups2", (2, 4, 4, 4), (3, 2, 2, 4), {"strides": [1, 2], "padding": "same", "groups": 2}),
+    # groups = C: depthwise, each input channel with its own two filters.
+    ("nhwc_depthwise", (1, 5, 5, 3), (3, 3, 1, 6), {"strides": [2, 2], "padding": "same", "groups": 3}),
+    ("nchw_valid_stride", (2, 3, 5, 4), (2, 3, 3, 2), {"strides": [2, 1], "data_format": "NCHW"}),
+    # Height pads (0, 1), dilated width (2, 2).
+    ("nchw_same_even_kernel_dilated_groups", (1, 4, 5, 5), (4, 2, 2, 3),
+     {"padding": "same", "dilations": [1, 2], "groups": 2, "data_format": "NCHW"}),
+]
+
+POOLS = [
+    # suffix, x, pool_size, strides, padding, data_format
+    ("nhwc_2x2", (2, 4, 4, 2), [2, 2], [2, 2], "valid", "NHWC"),
+    # Height pads (1, 1), width (0, 1); edge windows average fewer taps.
+    ("nhwc_3x3_stride2_same", (1, 5, 6, 2), [3, 3], [2, 2], "same", "NHWC"),
+    ("nhwc_overlap_stride1_same", (1, 4, 5, 2), [2, 3], [1, 1], "same", "NHWC"),
+    ("nhwc_overlap_odd_valid", (1, 5, 5, 2), [3, 2], [1, 2], "valid", "NHWC"),
+    ("nchw_2x2_stride1_same", (1, 2, 4, 5), [2, 2], [1, 1], "same", "NCHW"),
+    ("nchw_3x3_stride2_valid", (2, 2, 5, 5), [3, 3], [2, 2], "valid", "NCHW"),
+]
+
+
+def conv_entries():
+    entries = []
+    for suffix, x, w, extra in CONVOLUTIONS:
+        attrs = {"strides": Ints([1, 1]), "padding": "valid", "dilations": Ints([1, 1]), "groups": 1,
+                 "data_format": "NHWC"}
+        attrs.update({k: Ints(v) if isinstance(v, list) else v for k, v in extra.items()})
+        y = output_shape(lambda x, w, attrs=attrs: conv2d_torch(x, w, attrs), x, w)
+        entries.append(Entry(f"conv2d_{suffix}", "conv2d", [Fl(*x), Fl(*w)],
+                             lambda x, w, attrs=attrs: conv2d_torch(x, w, attrs), attrs))
+        input_attrs = dict(attrs, input_shape=ShapeAttr(x))
+        entries.append(Entry(f"conv2d_backward_input_{suffix}", "conv2d_backward_input", [Fl(*y), Fl(*w)],
+                             lambda g, w, attrs=input_attrs: conv2d_backward_input_torch(g, w, attrs), input_attrs,
+                             gradient=False))
+        filter_attrs = dict(attrs, filter_shape=ShapeAttr(w))
+        entries.append(Entry(f"conv2d_backward_filter_{suffix}", "conv2d_backward_filter", [Fl(*y), Fl(*x)],
+                             lambda g, x, attrs=filter_attrs: conv2d_backward_filter_torch(g, x, attrs), filter_attrs,
+                             gradient=False))
+    return entries
+
+
+def pool_entries():
+    entries = []
+    for suffix, x, size, strides, padding, data_format in POOLS:
+        attrs = {"pool_size": Ints(size), "strides": Ints(strides), "padding": padding, "data_format": data_format}
+        y = output_shape(lambda x, attrs=attrs: pool2d_torch(x, attrs, "max"), x)
+        for kind in ["max", "avg"]:
+            entries.append(Entry(f"{kind}_pool2d_{suffix}", f"{kind}_pool2d", [Fl(*x)],
+                                 lambda x, attrs=attrs, kind=kind: pool2d_torch(x, attrs, kind), attrs))
+        entries.append(Entry(f"max_pool2d_backward_{suffix}", "max_pool2d_backward", [Fl(*y), Fl(*x)],
+                             lambda g, x, attrs=attrs: pool2d_backward_torch(g, x, attrs, "max"), attrs,
+                             gradient=False))
+        avg_attrs = dict(attrs, input_shape=ShapeAttr(x))
+        entries.append(Entry(f"avg_pool2d_backward_{suffix}", "avg_pool2d_backward", [Fl(*y)],
+                             lambda g, attrs=avg_attrs: pool2d_backward_torch(g, None, attrs, "avg"), avg_attrs,
+                             gradient=False))
+    # Tied maxima: both send a window's gradient to its first maximum in row-major order.
+    attrs = {"pool_size": Ints([2, 2]), "strides": Ints([1, 1]), "padding": "valid", "data_format": "NHWC"}
+    entries.append(Entry("max_pool2d_backward_ties", "max_pool2d_backward",
+                         [Fl(1, 3, 3, 2), Grid(1, 4, 4, 2, values=[0.0, 1.0])],
+                         lambda g, x: pool2d_backward_torch(g, x, attrs, "max"), attrs, gradient=False))
+    return entries
+
+
+def channel_axis(x, data_format):
+    return 1 if data_format == "NCHW" else x.dim() - 1
+
+
+def per_channel(v, x, data_format):
+    """(C) shaped to broadcast against x."""
+    shape = [1] * x.dim()
+    shape[channel_axis(x, data_format)] = -1
+    return v.reshape(shape)
+
+
+def batch_norm_training_torch(x, gamma, beta, epsilon, data_format):
+    c = channel_axis(x, data_format)
+    axes = [d for d in range(x.dim()) if d != c]
+    # torch's channel axis is 1.
+    y = F.batch_norm(x.movedim(c, 1), None, None, gamma, beta, training=True, eps=epsilon).movedim(1, c)
+    return y, x.mean(axes), x.var(axes, unbiased=False)
+
+
+def batch_norm_inference_torch(x, gamma, beta, mean, variance, epsilon, data_format):
+    # Written out: F.batch_norm gives no gradient for the running statistics.
+    def channel(v):
+        return per_channel(v, x, data_format)
+
+    return (x - channel(mean)) * torch.rsqrt(channel(variance) + epsilon) * channel(gamma) + channel(beta)
+
+
+def batch_norm_backward_torch(grad_y, x, gamma, mean, variance, epsilon, data_format):
+    c = channel_axis(x, data_format)
+    grad_x, grad_gamma, grad_beta = torch.ops.aten.native_batch_norm_backward(
+        grad_y.movedim(c, 1), x.movedim(c, 1), gamma, None, None, mean, torch.rsqrt(variance + epsilon), True,
+        epsilon, [True, True, True])
+    return grad_x.movedim(1, c), grad_gamma, grad_beta
+
+
+def layer_norm_torch(x, gamma, beta, epsilon):
+    y = F.layer_norm(x, x.shape[-1:], gamma, beta, epsilon)
+    return y, x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + epsilon)
+
+
+def layer_norm_backward_torch(grad_y, x, gamma, mean, rstd):
+    return torch.ops.aten.native_layer_norm_backward(grad_y, x, x.shape[-1:], mean.unsqueeze(-1), rstd.unsqueeze(-1),
+                                                     gamma, torch.zeros_like(gamma), [True, True, True])
+
+
+def normalization_entries():
+    entries = []
+    layouts = [("nhwc", (2, 3, 2, 3), 3, "NHWC"), ("nchw", (2, 3, 2, 3), 3, "NCHW"), ("rank2", (6, 4), 4, "NHWC"),
+               ("rank3_channels_last", (3, 4, 3), 3, "NHWC")]
+    for suffix, x, c, data_format in layouts:
+        attrs = {"epsilon": 1e-3, "data_format": data_format}
+
+        def scale():
+            return Fl(c, low=0.5, high=2.0)
+
+        def variance():
+            return Fl(c, low=0.2, high=2.0)
+
+        entries.append(Entry(f"batch_norm_training_{suffix}", "batch_norm_training", [Fl(*x), scale(), Fl(c)],
+                             lambda x, g, b, f=data_format: batch_norm_training_torch(x, g, b, 1e-3, f), attrs))
+        entries.append(Entry(f"batch_norm_inference_{suffix}", "batch_norm_inference",
+                             [Fl(*x), scale(), Fl(c), Fl(c, low=-1.0, high=1.0), variance()],
+                             lambda x, g, b, m, v, f=data_format: batch_norm_inference_torch(x, g, b, m, v, 1e-3, f),
+                             attrs))
+        # Statistics drawn apart from x: the backward formula holds for any mean and variance.
+        entries.append(Entry(f"batch_norm_backward_{suffix}", "batch_norm_backward",
+                             [Fl(*x), Fl(*x), scale(), Fl(c, low=-1.0, high=1.0), variance()],
+                             lambda g, x, s, m, v, f=data_format: batch_norm_backward_torch(g, x, s, m, v, 1e-3, f),
+                             attrs, gradient=False))
+    for suffix, x, epsilon in [("rank2", (4, 6), 1e-3), ("rank3", (2, 3, 5), 1e-5)]:
+        d = x[-1]
+        entries.append(Entry(f"layer_norm_{suffix}", "layer_norm", [Fl(*x), Fl(d, low=0.5, high=2.0), Fl(d)],
+                             lambda x, g, b, e=epsilon: layer_norm_torch(x, g, b, e), {"epsilon": epsilon}))
+    entries.append(Entry("layer_norm_backward", "layer_norm_backward",
+                         [Fl(4, 5), Fl(4, 5), Fl(5, low=0.5, high=2.0), Fl(4, low=-1.0, high=1.0),
+                          Fl(4, low=0.5, high=2.0)],
+                         layer_norm_backward_torch, gradient=False))
+    return entries
+
+
 # Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
 # neither list, so a new op gets an entry (or a reason) here.
 NO_TORCH_EQUIVALENT = {
     "random_normal": "Philox streams differ from torch's generators; rng_test.cc checks them",
     "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",
+    "dropout_mask": "its bits come from a Philox stream, not torch's generators; nn_ops_test.cc checks the rate, "
+                    "the 1 / (1 - rate) scale and reproducibility",
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
-           + matmul_entries() + loss_entries() + special_value_entries())
+           + matmul_entries() + loss_entries() + special_value_entries() + shape_op_entries() + conv_entries()
+           + pool_entries() + normalization_entries())
 
 # ---- evaluation ----
 
