@@ -2,6 +2,7 @@
 
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
+#include "nimbus/ops/assign.h"
 #include "nimbus/ops/elementwise.h"
 
 namespace nimbus {
@@ -33,7 +34,7 @@ void Variable::assign(const Tensor& new_value) {
                           new_value.shape().to_string() + " value to a " + std::string(dtype_name(s.value.dtype())) +
                           " " + s.value.shape().to_string() + " variable");
   }
-  state_->value.copy_from(new_value);
+  nimbus::assign(s.value, new_value);
 }
 
 void Variable::assign_add(const Tensor& delta) { assign(add(state().value, delta)); }

@@ -12,6 +12,7 @@
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
 #include "src/ops/internal/kernel_util.h"
+#include "src/ops/internal/random_stream.h"
 
 namespace nimbus {
 namespace {
@@ -189,12 +190,9 @@ Attrs random_attrs(const Shape& shape, DType dtype, Generator* generator) {
   if (!is_floating(dtype)) {
     throw InvalidArgument(fmt::format("random tensors need a floating dtype, not {}", dtype_name(dtype)));
   }
-  Generator& gen = generator != nullptr ? *generator : default_generator();
-  const uint64_t offset = gen.reserve(static_cast<uint64_t>(shape.numel()));
-  return Attrs{{"shape", shape},
-               {"dtype", dtype},
-               {"seed", static_cast<int64_t>(gen.seed())},
-               {"offset", static_cast<int64_t>(offset)}};
+  Attrs attrs{{"shape", shape}, {"dtype", dtype}};
+  internal::claim_random_stream(attrs, generator, shape.numel());
+  return attrs;
 }
 
 }  // namespace

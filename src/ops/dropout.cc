@@ -8,6 +8,7 @@
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/registry.h"
 #include "src/ops/internal/elementwise_defs.h"
+#include "src/ops/internal/random_stream.h"
 
 namespace nimbus {
 namespace {
@@ -63,15 +64,9 @@ Tensor dropout(const Tensor& x, double rate, Generator* generator) {
                           "convert it with .to(DType::kF32)");
   }
   if (rate == 0) return x;
-  Generator& gen = generator != nullptr ? *generator : default_generator();
-  const uint64_t offset = gen.reserve(static_cast<uint64_t>(x.numel()));
-  const Tensor mask = call_op1(kDropoutMask, {},
-                               Attrs{{"shape", x.shape()},
-                                     {"dtype", x.dtype()},
-                                     {"rate", rate},
-                                     {"seed", static_cast<int64_t>(gen.seed())},
-                                     {"offset", static_cast<int64_t>(offset)}},
-                               x.device());
+  Attrs attrs{{"shape", x.shape()}, {"dtype", x.dtype()}, {"rate", rate}};
+  internal::claim_random_stream(attrs, generator, x.numel());
+  const Tensor mask = call_op1(kDropoutMask, {}, attrs, x.device());
   return mul(x, mask);
 }
 

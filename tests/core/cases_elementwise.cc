@@ -132,3 +132,12 @@ NIMBUS_OP_CASES(creation) {
 }
 
 }  // namespace nimbus::testing
+
+namespace nimbus::testing {
+
+NIMBUS_OP_CASES(assign) {
+  // assign has no outputs: the forward check compares nothing but runs both kernels.
+  add_op_case({.name = "assign", .op = "assign", .inputs = {{{3, 4}}, {{3, 4}}}});
+}
+
+}  // namespace nimbus::testing

@@ -12,7 +12,18 @@
 namespace nimbus::testing {
 namespace {
 
+// Cases of pure ops (OpForward) and of ops that write into input 0 (OpSideEffects).
+std::vector<OpCase> cases_with_side_effects(bool side_effects) {
+  std::vector<OpCase> result;
+  for (const OpCase& c : op_cases()) {
+    const OpSchema* op = OpRegistry::global().find(c.op);
+    if (op != nullptr && op->has_side_effects == side_effects) result.push_back(c);
+  }
+  return result;
+}
+
 class OpForward : public ::testing::TestWithParam<OpCase> {};
+class OpSideEffects : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OpForward, MatchesReference) {
   const OpCase& c = GetParam();
@@ -39,7 +50,29 @@ TEST_P(OpForward, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, OpForward, ::testing::ValuesIn(op_cases()),
+// Ops that write into input 0 (assign): each kernel runs on its own fresh
+// inputs, and the written tensors must agree; the other inputs stay unchanged.
+TEST_P(OpSideEffects, WrittenTensorMatchesReference) {
+  const OpCase& c = GetParam();
+  const std::vector<Tensor> fast_inputs = make_inputs(c, DType::kF32);
+  const std::vector<Tensor> reference_inputs = make_inputs(c, DType::kF32);
+  run_case(c, fast_inputs);
+  {
+    ReferenceKernelsScope scope;
+    run_case(c, reference_inputs);
+  }
+  const Comparison written = compare_tensors(fast_inputs[0], reference_inputs[0], c.forward_tolerance);
+  EXPECT_TRUE(written.ok) << c.op << " wrote: " << written.message;
+  const std::vector<Tensor> fresh = make_inputs(c, DType::kF32);
+  EXPECT_FALSE(compare_tensors(fast_inputs[0], fresh[0], 0).ok) << c.op << " did not write input 0";
+  for (size_t i = 1; i < fast_inputs.size(); ++i) {
+    EXPECT_TRUE(compare_tensors(fast_inputs[i], fresh[i], 0).ok) << c.op << " modified input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpForward, ::testing::ValuesIn(cases_with_side_effects(false)),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Ops, OpSideEffects, ::testing::ValuesIn(cases_with_side_effects(true)),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -33,25 +33,35 @@ double philox_uniform_double(uint64_t seed, uint64_t i);
 // The i-th standard normal of stream `seed` (Box-Muller over a pair of uniforms).
 double philox_normal(uint64_t seed, uint64_t i);
 
+// A stream of random numbers: a seed and the index of the next number.
+// Generators are registered by id so that a traced graph can name the one its
+// random ops draw from and claim fresh numbers from it on every run.
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset_.load()) {}
+  explicit Generator(uint64_t seed = 0);
+  Generator(const Generator& other);
+  Generator& operator=(const Generator&) = delete;
+  ~Generator();
 
-  uint64_t seed() const { return seed_; }
+  uint64_t id() const { return id_; }
+  uint64_t seed() const { return seed_.load(); }
   uint64_t offset() const { return offset_.load(); }
   // Restarts the stream (as after a checkpoint restore).
   void set_state(uint64_t seed, uint64_t offset) {
-    seed_ = seed;
+    seed_.store(seed);
     offset_.store(offset);
   }
   // Claims `count` numbers of the stream and returns the first one's index.
   uint64_t reserve(uint64_t count) { return offset_.fetch_add(count); }
 
  private:
-  uint64_t seed_;
+  uint64_t id_;
+  std::atomic<uint64_t> seed_;
   std::atomic<uint64_t> offset_{0};
 };
+
+// The live generator with this id; NotFound once it has been destroyed.
+Generator& find_generator(uint64_t id);
 
 // The process-wide generator (seed 0 until runtime.seed or manual_seed sets it).
 Generator& default_generator();

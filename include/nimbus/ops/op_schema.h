@@ -32,7 +32,8 @@ enum class OpKind {
   kLinalg,       // matmul and friends
   kNN,           // convolution, pooling, normalization, losses
   kSource,       // creates a tensor from attributes alone (fill, range)
-  kRandom,       // draws from a seeded stream: never folded or merged
+  kRandom,       // draws one number per element of output 0 from a generator's stream
+                 // (attrs generator, seed, offset): never folded or merged
 };
 
 std::string_view op_kind_name(OpKind kind);
@@ -112,6 +113,8 @@ struct OpSchema {
   // The single output is input 0's data under another shape (reshape, identity):
   // eager mode returns a view and the kernel copies only when given a separate buffer.
   bool output_aliases_input = false;
+  // Writes into an input's memory (assign): graph passes keep it, in program order.
+  bool has_side_effects = false;
 
   // Filled by the registry: kernels per (device, dtype of the dispatch input), highest priority first.
   std::array<std::array<std::vector<KernelDef>, kNumDTypes>, kNumDeviceTypes> kernel_table{};
