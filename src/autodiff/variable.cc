@@ -1,5 +1,8 @@
 #include "nimbus/autodiff/variable.h"
 
+#include <mutex>
+#include <unordered_map>
+
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
 #include "nimbus/ops/assign.h"
@@ -7,13 +10,47 @@
 
 namespace nimbus {
 
+namespace {
+// Live variables' names by their tensor's id.
+struct NameRegistry {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, std::string> names;
+};
+NameRegistry& name_registry() {
+  static NameRegistry registry;
+  return registry;
+}
+}  // namespace
+
 Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
   if (!initial_value.defined()) throw InvalidArgument("Variable '" + name + "': the initial value is undefined");
+  if (initial_value.is_symbolic()) {
+    throw InvalidArgument("Variable '" + name + "' created inside a traced function",
+                          "create variables once, outside the function, and use them inside");
+  }
   state_ = std::make_shared<State>();
   // A private copy: the caller's tensor must not change when the variable does.
   state_->value = initial_value.clone();
   state_->name = std::move(name);
   state_->trainable = trainable;
+  NameRegistry& registry = name_registry();
+  std::lock_guard lock(registry.mutex);
+  registry.names[state_->value.id()] = state_->name;
+}
+
+Variable::State::~State() {
+  if (!value.defined()) return;
+  NameRegistry& registry = name_registry();
+  std::lock_guard lock(registry.mutex);
+  registry.names.erase(value.id());
+}
+
+std::optional<std::string> variable_name_of(const Tensor& tensor) {
+  NameRegistry& registry = name_registry();
+  std::lock_guard lock(registry.mutex);
+  auto it = registry.names.find(tensor.id());
+  if (it == registry.names.end()) return std::nullopt;
+  return it->second;
 }
 
 const Variable::State& Variable::state() const {

@@ -144,6 +144,8 @@ OpInterceptor* set_op_interceptor(OpInterceptor* interceptor) {
   return previous;
 }
 
+OpInterceptor* current_op_interceptor() { return state().interceptor; }
+
 void add_op_observer(OpObserver* observer) { state().observers.push_back(observer); }
 
 void remove_op_observer(OpObserver* observer) {

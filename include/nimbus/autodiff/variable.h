@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nimbus/tensor/tensor.h"
@@ -37,9 +38,14 @@ class Variable {
     Tensor value;
     std::string name;
     bool trainable = true;
+    ~State();
   };
   const State& state() const;
   std::shared_ptr<State> state_;
 };
+
+// The name of the live variable whose tensor this is, or nullopt (graph dumps
+// name captured variables with it).
+std::optional<std::string> variable_name_of(const Tensor& tensor);
 
 }  // namespace nimbus

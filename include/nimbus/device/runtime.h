@@ -22,6 +22,11 @@ struct RuntimeOptions {
   // random draw from the seed.
   bool deterministic = false;
   std::optional<uint64_t> seed;
+  // Traced functions run as optimized graphs (false: every call runs eagerly,
+  // like Keras's run_eagerly).
+  bool graph = true;
+  // Graph mode fuses chains of elementwise ops into single kernels (the JIT switch).
+  bool jit = true;
 };
 
 void configure_runtime(const RuntimeOptions& options);

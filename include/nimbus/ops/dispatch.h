@@ -54,6 +54,8 @@ class OpInterceptor {
 };
 // Installs `interceptor` on this thread; returns the previous one (restore it when done).
 OpInterceptor* set_op_interceptor(OpInterceptor* interceptor);
+// The interceptor installed on this thread, or null.
+OpInterceptor* current_op_interceptor();
 
 // Gradient tapes' hook: observers see every op call on their thread after it ran.
 class OpObserver {

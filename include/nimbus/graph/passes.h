@@ -1,0 +1,34 @@
+// Graph passes. Each is a small separate unit that rewrites a graph in place
+// and leaves its results unchanged: bit-identical for folding, CSE, DCE and
+// algebraic simplification; within a stated tolerance for fusion.
+//
+//   PassOptions options{.fuse_elementwise = true};
+//   optimize(graph, options);   // the pipeline, in order
+#pragma once
+
+#include "nimbus/graph/graph.h"
+
+namespace nimbus::graph {
+
+// Evaluates op nodes whose inputs are all constants (never random or
+// side-effecting ones) and replaces them with constant nodes.
+int fold_constants(Graph& graph);
+// Merges op nodes with the same op, attributes and inputs.
+int eliminate_common_subexpressions(Graph& graph);
+// Removes nodes that neither reach an output nor have side effects.
+int eliminate_dead_code(Graph& graph);
+// x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; transpose of transpose -> one transpose (or none);
+// reshape of reshape -> one reshape.
+int simplify_algebra(Graph& graph);
+
+struct PassOptions {
+  bool fold_constants = true;
+  bool eliminate_common_subexpressions = true;
+  bool simplify_algebra = true;
+  bool fuse_elementwise = true;
+};
+
+// Runs the enabled passes in order, then dead-code elimination and compaction.
+void optimize(Graph& graph, const PassOptions& options);
+
+}  // namespace nimbus::graph

@@ -1,0 +1,13 @@
+#include "nimbus/graph/passes.h"
+
+namespace nimbus::graph {
+
+void optimize(Graph& graph, const PassOptions& options) {
+  if (options.fold_constants) fold_constants(graph);
+  if (options.simplify_algebra) simplify_algebra(graph);
+  if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(graph);
+  eliminate_dead_code(graph);
+  graph.compact();
+}
+
+}  // namespace nimbus::graph
