@@ -43,6 +43,15 @@ int Graph::add_op(const OpSchema& op, const Attrs& attrs, std::vector<ValueRef> 
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+int Graph::add_node(Node node) {
+  for (const ValueRef& input : node.inputs) {
+    NIMBUS_ASSERT(input.node >= 0 && input.node < static_cast<int>(nodes_.size()))
+        << "a node reads %" << input.node << ", which is not (yet) in the graph";
+  }
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
 void Graph::replace_uses(ValueRef from, ValueRef to) {
   for (Node& node : nodes_) {
     for (ValueRef& input : node.inputs) {

@@ -46,6 +46,7 @@ template const std::string& Attrs::get<std::string>(std::string_view) const;
 template const std::vector<int64_t>& Attrs::get<std::vector<int64_t>>(std::string_view) const;
 template const DType& Attrs::get<DType>(std::string_view) const;
 template const Shape& Attrs::get<Shape>(std::string_view) const;
+template const AttrObjectPtr& Attrs::get<AttrObjectPtr>(std::string_view) const;
 
 std::string attr_value_to_string(const AttrValue& value) {
   return std::visit(
@@ -63,6 +64,8 @@ std::string attr_value_to_string(const AttrValue& value) {
           return fmt::format("[{}]", fmt::join(v, ", "));
         } else if constexpr (std::is_same_v<V, DType>) {
           return std::string(dtype_name(v));
+        } else if constexpr (std::is_same_v<V, AttrObjectPtr>) {
+          return v == nullptr ? "null" : v->to_string();
         } else {
           return v.to_string();
         }

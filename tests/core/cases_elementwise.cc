@@ -1,6 +1,8 @@
 // Cases for the elementwise families: arithmetic, comparisons, unary math,
 // activations, casts. Shapes cover equal shapes, broadcasting from either
 // side, size-1 axes and scalars.
+#include "nimbus/ops/fused_elementwise.h"
+#include "nimbus/ops/registry.h"
 #include "op_cases.h"
 
 namespace nimbus::testing {
@@ -138,6 +140,28 @@ namespace nimbus::testing {
 NIMBUS_OP_CASES(assign) {
   // assign has no outputs: the forward check compares nothing but runs both kernels.
   add_op_case({.name = "assign", .op = "assign", .inputs = {{{3, 4}}, {{3, 4}}}});
+}
+
+}  // namespace nimbus::testing
+
+namespace nimbus::testing {
+
+NIMBUS_OP_CASES(fused_elementwise) {
+  // gelu(x * w + b) and x * w as two outputs, with a broadcast bias.
+  auto program = std::make_shared<ExpressionProgram>();
+  const OpRegistry& registry = OpRegistry::global();
+  program->instructions = {
+      {.op = &registry.get("mul"), .operands = {{true, 0}, {true, 1}}},
+      {.op = &registry.get("add"), .operands = {{false, 0}, {true, 2}}},
+      {.op = &registry.get("gelu"), .attrs = {{"approximate", std::string("tanh")}}, .operands = {{false, 1}}},
+      {.op = &registry.get("greater"), .operands = {{false, 2}, {true, 2}}, .dtype = DType::kBool},
+      {.op = &registry.get("where"), .operands = {{false, 3}, {false, 2}, {false, 0}}},
+  };
+  program->outputs = {4, 0};
+  add_op_case({.name = "fused_elementwise",
+               .op = "fused_elementwise",
+               .inputs = {{{6, 9}}, {{6, 9}}, {{9}}},
+               .attrs = {{"program", AttrObjectPtr(program)}, {"shape", Shape{6, 9}}}});
 }
 
 }  // namespace nimbus::testing

@@ -725,6 +725,7 @@ def normalization_entries():
 # Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
 # neither list, so a new op gets an entry (or a reason) here.
 NO_TORCH_EQUIVALENT = {
+    "fused_elementwise": "a composition of other ops' reference kernels by construction; OpForward and the graph fusion tests check it",
     "assign": "a state update, not a function: OpForward.SideEffects and the Variable tests check it",
     "random_normal": "Philox streams differ from torch's generators; rng_test.cc checks them",
     "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",

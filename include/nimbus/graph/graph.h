@@ -49,6 +49,8 @@ class Graph {
   int add_capture(const Tensor& tensor, std::string name);
   int add_constant(const Tensor& value);
   int add_op(const OpSchema& op, const Attrs& attrs, std::vector<ValueRef> inputs, std::vector<TensorSpec> outputs);
+  // Appends a node as given (passes that rebuild a graph copy nodes with it).
+  int add_node(Node node);
 
   std::vector<Node>& nodes() { return nodes_; }
   const std::vector<Node>& nodes() const { return nodes_; }

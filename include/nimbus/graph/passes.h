@@ -21,6 +21,14 @@ int eliminate_dead_code(Graph& graph);
 // reshape of reshape -> one reshape.
 int simplify_algebra(Graph& graph);
 
+// Elementwise fusion (the JIT switch): chains of elementwise ops of one shape
+// (their inputs may broadcast) become one fused_elementwise node carrying an
+// expression program, placed where the chain's last op was. A chain stops
+// where an op outside it reads one of its values (so nothing moves past a
+// reader) and at side-effecting nodes (so nothing moves past an update).
+// Returns the number of fused nodes made.
+int fuse_elementwise(Graph& graph);
+
 struct PassOptions {
   bool fold_constants = true;
   bool eliminate_common_subexpressions = true;
@@ -28,7 +36,8 @@ struct PassOptions {
   bool fuse_elementwise = true;
 };
 
-// Runs the enabled passes in order, then dead-code elimination and compaction.
+// Runs the enabled passes in order (folding, simplification, CSE, dead code,
+// fusion) and compacts the graph.
 void optimize(Graph& graph, const PassOptions& options);
 
 }  // namespace nimbus::graph

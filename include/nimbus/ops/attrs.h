@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,7 +22,16 @@
 
 namespace nimbus {
 
-using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, DType, Shape>;
+// A structured attribute an op defines itself (a fused op's expression
+// program): printable, and compared by its printed form.
+class AttrObject {
+ public:
+  virtual ~AttrObject() = default;
+  virtual std::string to_string() const = 0;
+};
+using AttrObjectPtr = std::shared_ptr<const AttrObject>;
+
+using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, DType, Shape, AttrObjectPtr>;
 
 class Attrs {
  public:
@@ -41,11 +51,12 @@ class Attrs {
   const std::vector<int64_t>& get_ints(std::string_view name) const { return get<std::vector<int64_t>>(name); }
   DType get_dtype(std::string_view name) const { return get<DType>(name); }
   const Shape& get_shape(std::string_view name) const { return get<Shape>(name); }
+  const AttrObjectPtr& get_object(std::string_view name) const { return get<AttrObjectPtr>(name); }
 
   const std::vector<std::pair<std::string, AttrValue>>& entries() const { return entries_; }
   std::string to_string() const;
   size_t hash() const;
-  bool operator==(const Attrs& other) const { return entries_ == other.entries_; }
+  bool operator==(const Attrs& other) const { return to_string() == other.to_string(); }
 
  private:
   const AttrValue* find(std::string_view name) const;

@@ -8,6 +8,7 @@ void optimize(Graph& graph, const PassOptions& options) {
   if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(graph);
   eliminate_dead_code(graph);
   graph.compact();
+  if (options.fuse_elementwise) fuse_elementwise(graph);
 }
 
 }  // namespace nimbus::graph

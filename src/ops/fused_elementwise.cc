@@ -1,0 +1,95 @@
+#include "nimbus/ops/fused_elementwise.h"
+
+#include <fmt/format.h>
+
+#include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/registry.h"
+
+namespace nimbus {
+
+std::string ExpressionProgram::to_string() const {
+  std::vector<std::string> parts;
+  for (size_t t = 0; t < instructions.size(); ++t) {
+    const ExpressionInstruction& instruction = instructions[t];
+    std::vector<std::string> operands;
+    for (const ExpressionOperand& operand : instruction.operands) {
+      operands.push_back(fmt::format("{}{}", operand.is_input ? 'i' : 't', operand.index));
+    }
+    const std::string attrs =
+        instruction.attrs.entries().empty() ? "" : fmt::format(" {{{}}}", instruction.attrs.to_string());
+    parts.push_back(fmt::format("t{} = {}({}){}", t, instruction.op->name, fmt::join(operands, ", "), attrs));
+  }
+  std::vector<std::string> results;
+  for (int output : outputs) results.push_back(fmt::format("t{}", output));
+  return fmt::format("{} -> {}", fmt::join(parts, "; "), fmt::join(results, ", "));
+}
+
+namespace {
+
+const ExpressionProgram& program_of(const Attrs& attrs) {
+  const auto* program = dynamic_cast<const ExpressionProgram*>(attrs.get_object("program").get());
+  NIMBUS_ASSERT(program != nullptr) << "fused_elementwise without an expression program";
+  return *program;
+}
+
+const OpSchema& kFusedElementwise = define_op({
+    .name = "fused_elementwise",
+    .summary = "a chain of elementwise ops (an expression program) in one pass; built by graph fusion",
+    .kind = OpKind::kElementwise,
+    .num_inputs = 1,
+    .variadic_inputs = true,
+    .infer =
+        [](const InferContext& ctx) {
+          const ExpressionProgram& program = program_of(ctx.attrs);
+          const Shape& shape = ctx.attrs.get_shape("shape");
+          for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+            if (broadcast_shapes(ctx.inputs[i].shape, shape, "fused_elementwise") != shape) {
+              ctx.fail(fmt::format("input {} of shape {} does not broadcast to the fused shape {}", i,
+                                   ctx.inputs[i].shape.to_string(), shape.to_string()));
+            }
+          }
+          std::vector<TensorSpec> outputs;
+          for (int t : program.outputs) outputs.push_back({shape, program.instructions[static_cast<size_t>(t)].dtype});
+          return outputs;
+        },
+    .differentiable = false,
+});
+
+// Runs each instruction through its own op's reference kernel on whole tensors.
+void reference_fused(KernelContext& ctx) {
+  const ExpressionProgram& program = program_of(ctx.attrs);
+  std::vector<Tensor> results;
+  results.reserve(program.instructions.size());
+  for (const ExpressionInstruction& instruction : program.instructions) {
+    std::vector<Tensor> operands;
+    std::vector<TensorSpec> specs;
+    for (const ExpressionOperand& operand : instruction.operands) {
+      operands.push_back(operand.is_input ? ctx.inputs[static_cast<size_t>(operand.index)]
+                                          : results[static_cast<size_t>(operand.index)]);
+      specs.push_back({operands.back().shape(), operands.back().dtype()});
+    }
+    const TensorSpec out = infer_outputs(*instruction.op, specs, instruction.attrs).at(0);
+    std::vector<Tensor> outputs = {Tensor::empty(out.shape, out.dtype, ctx.stream.device())};
+    ReferenceKernelsScope reference;
+    run_kernel(*instruction.op, instruction.attrs, operands, outputs);
+    results.push_back(outputs[0]);
+  }
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    ctx.outputs[k].copy_from(results[static_cast<size_t>(program.outputs[k])]);
+  }
+}
+
+const bool kFusedReference = register_kernel(
+    "fused_elementwise",
+    {.name = kReferenceKernel, .dtypes = {DType::kF32, DType::kF64, DType::kBool}, .fn = reference_fused});
+
+}  // namespace
+
+const OpSchema& fused_elementwise_op() { return kFusedElementwise; }
+
+std::vector<Tensor> fused_elementwise(std::span<const Tensor> inputs, std::shared_ptr<const ExpressionProgram> program,
+                                      const Shape& shape) {
+  return call_op(kFusedElementwise, inputs, Attrs{{"program", AttrObjectPtr(std::move(program))}, {"shape", shape}});
+}
+
+}  // namespace nimbus
