@@ -162,6 +162,11 @@ NIMBUS_OP_CASES(fused_elementwise) {
                .op = "fused_elementwise",
                .inputs = {{{6, 9}}, {{6, 9}}, {{9}}},
                .attrs = {{"program", AttrObjectPtr(program)}, {"shape", Shape{6, 9}}}});
+  // Many blocks (a partial last one), run in parallel; a column-broadcast input is gathered per block.
+  add_op_case({.name = "fused_elementwise_blocks",
+               .op = "fused_elementwise",
+               .inputs = {{{130, 257}}, {{130, 1}}, {{257}}},
+               .attrs = {{"program", AttrObjectPtr(program)}, {"shape", Shape{130, 257}}}});
 }
 
 }  // namespace nimbus::testing
