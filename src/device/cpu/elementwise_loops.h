@@ -21,10 +21,10 @@
 
 namespace nimbus::cpu {
 
-// Outputs at least this large bypass the caches (streaming stores): they would
-// not survive in the L2s or a VM's share of the L3 for the next op anyway,
-// and skipping the read-for-ownership of each output line saves a quarter to a
-// third of the memory traffic of a memory-bound op.
+// Outputs of memory-bound ops at least this large bypass the caches (streaming
+// stores): they would not survive in the L2s or a VM's share of the L3 for the
+// next op anyway, and skipping the read-for-ownership of each output line
+// saves a quarter to a third of the memory traffic.
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 
 // Range boundaries for parallel_for that keep threads off each other's output lines.

@@ -16,12 +16,19 @@
 namespace nimbus::cpu {
 namespace {
 
+// Memory-bound ops run with kMemoryBoundGrain and streaming stores for large
+// outputs; math ops with kMathGrain and plain stores (their loops run slower
+// than memory, and streaming stores issued that slowly measured 20-25% slower
+// on one thread of the Zen 5 VM: write-combining buffers drain half-filled).
+enum class Cost { kMemoryBound, kMath };
+
 template <typename T, typename F>
-void run_unary(const Tensor& x, Tensor& out, int64_t grain, F f) {
+void run_unary(const Tensor& x, Tensor& out, Cost cost, F f) {
   const int64_t n = out.numel();
   const T* px = static_cast<const T*>(x.raw_data());
   T* po = static_cast<T*>(out.raw_data());
-  const bool streaming = n * static_cast<int64_t>(sizeof(T)) >= kStreamingStoreBytes;
+  const bool streaming = cost == Cost::kMemoryBound && n * static_cast<int64_t>(sizeof(T)) >= kStreamingStoreBytes;
+  const int64_t grain = cost == Cost::kMemoryBound ? kMemoryBoundGrain : kMathGrain;
   parallel_for(
       n, grain, [&](int64_t begin, int64_t end) { map1(px + begin, po + begin, end - begin, f, streaming); },
       kCacheLineElements<T>);
@@ -36,9 +43,9 @@ bool register_exact(const char* op, F f) {
                               .priority = 50,
                               .fn = [f](KernelContext& ctx) {
                                 if (ctx.inputs[0].dtype() == DType::kF32) {
-                                  run_unary<float>(ctx.inputs[0], ctx.outputs[0], kMemoryBoundGrain, f);
+                                  run_unary<float>(ctx.inputs[0], ctx.outputs[0], Cost::kMemoryBound, f);
                                 } else {
-                                  run_unary<double>(ctx.inputs[0], ctx.outputs[0], kMemoryBoundGrain, f);
+                                  run_unary<double>(ctx.inputs[0], ctx.outputs[0], Cost::kMemoryBound, f);
                                 }
                               }});
 }
@@ -59,7 +66,7 @@ bool register_math(const char* op, F f) {
            .device = DeviceType::kCPU,
            .dtypes = {DType::kF32},
            .priority = 50,
-           .fn = [f](KernelContext& ctx) { run_unary<float>(ctx.inputs[0], ctx.outputs[0], kMathGrain, f); }});
+           .fn = [f](KernelContext& ctx) { run_unary<float>(ctx.inputs[0], ctx.outputs[0], Cost::kMath, f); }});
 }
 
 const bool kMathRegistered = register_math("exp", [](simd::f32x8 x) { return vmath::exp(x); }) &&
@@ -70,19 +77,20 @@ const bool kMathRegistered = register_math("exp", [](simd::f32x8 x) { return vma
 
 bool uses_tanh_form(const KernelContext& ctx) { return ctx.attrs.get_string("approximate") == "tanh"; }
 
-const bool kGeluRegistered = register_kernel(
-    "gelu",
-    {.name = "vectorized",
-     .device = DeviceType::kCPU,
-     .dtypes = {DType::kF32},
-     .priority = 50,
-     .fn = [](KernelContext& ctx) {
-       if (uses_tanh_form(ctx)) {
-         run_unary<float>(ctx.inputs[0], ctx.outputs[0], kMathGrain, [](simd::f32x8 x) { return vmath::gelu_tanh(x); });
-       } else {
-         run_unary<float>(ctx.inputs[0], ctx.outputs[0], kMathGrain, [](simd::f32x8 x) { return vmath::gelu_erf(x); });
-       }
-     }});
+const bool kGeluRegistered =
+    register_kernel("gelu", {.name = "vectorized",
+                             .device = DeviceType::kCPU,
+                             .dtypes = {DType::kF32},
+                             .priority = 50,
+                             .fn = [](KernelContext& ctx) {
+                               if (uses_tanh_form(ctx)) {
+                                 run_unary<float>(ctx.inputs[0], ctx.outputs[0], Cost::kMath,
+                                                  [](simd::f32x8 x) { return vmath::gelu_tanh(x); });
+                               } else {
+                                 run_unary<float>(ctx.inputs[0], ctx.outputs[0], Cost::kMath,
+                                                  [](simd::f32x8 x) { return vmath::gelu_erf(x); });
+                               }
+                             }});
 
 template <typename F>
 void run_gelu_backward(KernelContext& ctx, F derivative) {
@@ -90,13 +98,12 @@ void run_gelu_backward(KernelContext& ctx, F derivative) {
   const float* pg = static_cast<const float*>(ctx.inputs[0].raw_data());
   const float* px = static_cast<const float*>(ctx.inputs[1].raw_data());
   float* po = static_cast<float*>(ctx.outputs[0].raw_data());
-  const bool streaming = n * static_cast<int64_t>(sizeof(float)) >= kStreamingStoreBytes;
   parallel_for(
       n, kMathGrain,
       [&](int64_t begin, int64_t end) {
         map2<1, 1>(
             pg + begin, px + begin, po + begin, end - begin,
-            [&](simd::f32x8 g, simd::f32x8 x) { return g * derivative(x); }, streaming);
+            [&](simd::f32x8 g, simd::f32x8 x) { return g * derivative(x); }, false);
       },
       kCacheLineElements<float>);
 }

@@ -28,9 +28,9 @@ using simd::i32x8;
 using simd::splat;
 
 // e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
-// product), e^r by Cephes's degree-7 polynomial, times 2^n built from
-// exponent bits in two halves so that results near the overflow and
-// underflow limits round once.
+// product), e^r by a degree-6 polynomial fitted by scripts/fit_vector_math.py,
+// times 2^n built from exponent bits in two halves so that results near the
+// overflow and underflow limits round once.
 inline f32x8 exp(f32x8 x) {
   // Past these limits the result is inf or 0 anyway; the clamps keep n in range and let NaN through.
   x = simd::clamp_below(x, -104.0f);
@@ -42,13 +42,13 @@ inline f32x8 exp(f32x8 x) {
   const i32x8 ni = simd::bits<i32x8>(shifted) - simd::bits<i32x8>(splat(kRound));
   f32x8 r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  f32x8 p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  f32x8 p = splat(1.3941108434e-3f);
+  p = p * r + 8.37512639815e-3f;
+  p = p * r + 4.16663528968e-2f;
+  p = p * r + 1.66664155147e-1f;
+  p = p * r + 5.00000004712e-1f;
+  p = p * r + 1.00000003772f;
+  p = p * r + 1.0f;
   const i32x8 half = ni >> 1;
   const f32x8 scale_1 = simd::bits<f32x8>((half + 127) << 23);
   const f32x8 scale_2 = simd::bits<f32x8>((ni - half + 127) << 23);
@@ -130,7 +130,7 @@ inline f32x8 softplus(f32x8 x) {
   return positive + log1p(exp(-simd::abs(x)));
 }
 
-// erf, fitted by scripts/fit_erf.py: x P(x^2) for |x| < 1; for 1 <= |x| <= 4
+// erf, fitted by scripts/fit_vector_math.py: x P(x^2) for |x| < 1; for 1 <= |x| <= 4
 // 1 - e^(Q(|x| - 2.5) - x^2) (erfc through its logarithm, which a short
 // polynomial follows); erf rounds to +-1 in f32 beyond 4.
 inline f32x8 erf(f32x8 x) {
