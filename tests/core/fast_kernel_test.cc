@@ -2,7 +2,9 @@
 //   - in place: the output buffer is an input's (the graph executor's memory
 //     plan does this); the result must equal the out-of-place result bit for bit;
 //   - f64: the f64 instantiations against the reference (OpForward runs f32);
-//   - casts from f16, bf16, f64 and i32 (OpForward makes floating inputs in f32).
+//   - casts from f16, bf16, f64 and i32 (OpForward makes floating inputs in f32);
+//   - the 32-byte paths of the math kernels on AVX-512 machines, which must
+//     give the same bits as the 64-byte paths OpForward runs there.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
+#include "src/device/cpu/simd.h"
 
 namespace nimbus::testing {
 namespace {
@@ -122,6 +125,45 @@ TEST(FastKernels, CastsToF32MatchReference) {
     const Tensor fast = call_op(cast, std::span<const Tensor>(inputs), to_f32)[0];
     ReferenceKernelsScope scope;
     EXPECT_TRUE(bitwise_equal(fast, call_op(cast, std::span<const Tensor>(inputs), to_f32)[0]));
+  }
+}
+
+// Forces the 32-byte vector paths while alive.
+class NarrowVectorsScope {
+ public:
+  NarrowVectorsScope() { cpu::limit_vector_bytes(32); }
+  ~NarrowVectorsScope() { cpu::limit_vector_bytes(0); }
+  NarrowVectorsScope(const NarrowVectorsScope&) = delete;
+  NarrowVectorsScope& operator=(const NarrowVectorsScope&) = delete;
+};
+
+TEST(FastKernels, MathKernelsGiveTheSameBitsAtEveryVectorWidth) {
+  if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512, so only the 32-byte paths exist";
+  const Tensor x = uniform({301, 517}, -12, 12), g = uniform({301, 517}, -1, 1);
+  const Tensor labels = uniform({301}, 0, 517).to(DType::kI64);
+  struct Call {
+    std::string op;
+    std::vector<Tensor> inputs;
+    Attrs attrs;
+  };
+  std::vector<Call> calls = {{"exp", {x}, {}},
+                             {"log", {x}, {}},
+                             {"sigmoid", {x}, {}},
+                             {"tanh", {x}, {}},
+                             {"softplus", {x}, {}},
+                             {"softmax", {x}, {{"axis", int64_t{-1}}}},
+                             {"log_softmax", {x}, {{"axis", int64_t{-1}}}},
+                             {"sparse_softmax_cross_entropy", {x, labels}, {}}};
+  for (const char* form : {"tanh", "none"}) {
+    calls.push_back({"gelu", {x}, {{"approximate", std::string(form)}}});
+    calls.push_back({"gelu_backward", {g, x}, {{"approximate", std::string(form)}}});
+  }
+  for (const Call& call : calls) {
+    SCOPED_TRACE(call.op);
+    const OpSchema& op = OpRegistry::global().get(call.op);
+    const Tensor wide = call_op(op, std::span<const Tensor>(call.inputs), call.attrs)[0];
+    NarrowVectorsScope narrow;
+    EXPECT_TRUE(bitwise_equal(wide, call_op(op, std::span<const Tensor>(call.inputs), call.attrs)[0]));
   }
 }
 

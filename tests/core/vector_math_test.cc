@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "src/ops/internal/gelu.h"
 
@@ -44,7 +45,7 @@ Worst sweep(float low, float high, F f, Exact exact, uint32_t stride = 1999) {
   int filled = 0;
   auto evaluate = [&]() {
     float got[8];
-    simd::store(got, f(simd::load(batch)));
+    simd::store(got, f(simd::load<f32x8>(batch)));
     for (int i = 0; i < filled; ++i) {
       const double x = batch[i], want = exact(x);
       if (!std::isfinite(want) || !std::isfinite(got[i])) {
@@ -184,13 +185,57 @@ TEST(VectorMath, SpecialValues) {
   EXPECT_EQ(erf[1], 1.0f);
   EXPECT_EQ(erf[2], -1.0f);
   EXPECT_TRUE(std::signbit(erf[4]));
-  for (auto f : {vmath::log1p, vmath::softplus, vmath::gelu_tanh, vmath::gelu_erf, vmath::gelu_tanh_derivative,
-                 vmath::gelu_erf_derivative}) {
+  for (auto f : {vmath::log1p<f32x8>, vmath::softplus<f32x8>, vmath::gelu_tanh<f32x8>, vmath::gelu_erf<f32x8>,
+                 vmath::gelu_tanh_derivative<f32x8>, vmath::gelu_erf_derivative<f32x8>}) {
     EXPECT_TRUE(std::isnan(lanes(f(x))[0]));
   }
   EXPECT_EQ(lanes(vmath::softplus(x))[1], kInf);
   EXPECT_EQ(lanes(vmath::gelu_tanh(x))[1], kInf);
   EXPECT_EQ(lanes(vmath::gelu_erf(x))[1], kInf);
+}
+
+template <typename F>
+NIMBUS_TARGET_AVX512 void evaluate_16_lanes(const std::vector<float>& x, std::vector<float>& y, F f) {
+  for (size_t i = 0; i < x.size(); i += 16) simd::store(&y[i], f(simd::load<simd::Vec<float, 64>>(&x[i])));
+}
+template <typename F>
+void evaluate_8_lanes(const std::vector<float>& x, std::vector<float>& y, F f) {
+  for (size_t i = 0; i < x.size(); i += 8) simd::store(&y[i], f(simd::load<f32x8>(&x[i])));
+}
+
+// The kernels run these functions on 16 lanes where the CPU has AVX-512:
+// each lane does the same operations, so the results are the same bits.
+TEST(VectorMath, SixteenLanesGiveTheSameBitsAsEight) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512, so the kernels use 8 lanes only";
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) {
+    const uint32_t u = static_cast<uint32_t>(bits);
+    float v;
+    std::memcpy(&v, &u, 4);
+    x.push_back(v);
+  }
+  for (float special : {kNaN, kInf, -kInf, 0.0f, -0.0f, 89.0f, -104.0f, 1e-40f}) x.push_back(special);
+  x.resize((x.size() + 15) / 16 * 16, 1.0f);
+  auto expect_same = [&](const char* what, auto f) {
+    std::vector<float> narrow(x.size()), wide(x.size());
+    evaluate_8_lanes(x, narrow, f);
+    evaluate_16_lanes(x, wide, f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const bool same = std::memcmp(&narrow[i], &wide[i], 4) == 0 || (std::isnan(narrow[i]) && std::isnan(wide[i]));
+      ASSERT_TRUE(same) << what << " at x = " << x[i] << ": " << narrow[i] << " on 8 lanes, " << wide[i] << " on 16";
+    }
+  };
+  expect_same("exp", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::exp(v); });
+  expect_same("log", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::log(v); });
+  expect_same("log1p", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::log1p(v); });
+  expect_same("tanh", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::tanh(v); });
+  expect_same("sigmoid", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::sigmoid(v); });
+  expect_same("softplus", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::softplus(v); });
+  expect_same("erf", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::erf(v); });
+  expect_same("gelu_tanh", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::gelu_tanh(v); });
+  expect_same("gelu_tanh'", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::gelu_tanh_derivative(v); });
+  expect_same("gelu_erf", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::gelu_erf(v); });
+  expect_same("gelu_erf'", [](auto v) NIMBUS_LAMBDA_INLINE { return vmath::gelu_erf_derivative(v); });
 }
 
 }  // namespace

@@ -38,13 +38,13 @@ void run_binary(KernelContext& ctx, F f) {
           const T* ra = pa + at[0];
           const T* rb = pb + at[1];
           if (stride_a == 1 && stride_b == 1) {
-            map2<1, 1>(ra, rb, po + o, count, f, streaming);
+            map2<1, 1, simd::Vec<T>>(ra, rb, po + o, count, f, streaming);
           } else if (stride_a == 1) {
-            map2<1, 0>(ra, rb, po + o, count, f, streaming);
+            map2<1, 0, simd::Vec<T>>(ra, rb, po + o, count, f, streaming);
           } else if (stride_b == 1) {
-            map2<0, 1>(ra, rb, po + o, count, f, streaming);
+            map2<0, 1, simd::Vec<T>>(ra, rb, po + o, count, f, streaming);
           } else {
-            map2<0, 0>(ra, rb, po + o, count, f, streaming);
+            map2<0, 0, simd::Vec<T>>(ra, rb, po + o, count, f, streaming);
           }
         });
       },

@@ -1,7 +1,7 @@
 // Loops shared by the vectorized elementwise kernels:
-//   - map1 / map2: contiguous passes over 32-byte vectors whose tail runs the
-//     same vector code on a padded copy, so an element's result never depends
-//     on where a thread's range starts or ends;
+//   - map1 / map2: contiguous passes over vectors (32 bytes, or 64 in AVX-512
+//     code) whose tail runs the same vector code on a padded copy, so an
+//     element's result never depends on where a thread's range starts or ends;
 //   - BroadcastLayout / for_each_row: any NumPy broadcast of up to N operands
 //     as rows of the output in which every operand is either contiguous
 //     (stride 1: same shape, row broadcast) or one repeated element (stride 0:
@@ -31,62 +31,72 @@ inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 template <typename T>
 inline constexpr int64_t kCacheLineElements = static_cast<int64_t>(64 / sizeof(T));
 
-template <typename T>
-inline simd::Vec<T> load_partial(const T* p, int64_t count) {
-  T padded[simd::kLanes<T>] = {};
-  std::memcpy(padded, p, static_cast<size_t>(count) * sizeof(T));
-  return simd::load(padded);
+// The loops below take the vector type V (simd::Vec<T> or simd::Vec<T, 64>)
+// as their first template argument.
+template <typename V>
+using ElementOf = simd::Element<V>;
+
+template <typename V>
+NIMBUS_ALWAYS_INLINE V load_partial(const ElementOf<V>* p, int64_t count) {
+  ElementOf<V> padded[simd::kLanesOf<V>] = {};
+  std::memcpy(padded, p, static_cast<size_t>(count) * sizeof(ElementOf<V>));
+  return simd::load<V>(padded);
 }
 
-template <typename T>
-inline void store_partial(T* p, simd::Vec<T> v, int64_t count) {
-  T padded[simd::kLanes<T>];
+template <typename V>
+NIMBUS_ALWAYS_INLINE void store_partial(ElementOf<V>* p, V v, int64_t count) {
+  ElementOf<V> padded[simd::kLanesOf<V>];
   simd::store(padded, v);
-  std::memcpy(p, padded, static_cast<size_t>(count) * sizeof(T));
+  std::memcpy(p, padded, static_cast<size_t>(count) * sizeof(ElementOf<V>));
 }
 
 // Runs body(i) -> vector for each full vector of [0, n) and stores it (streaming
-// when asked and `out` is aligned for it); returns where the full vectors end.
-template <typename T, typename Body>
-inline int64_t store_vectors(T* out, int64_t n, bool streaming, Body body) {
-  constexpr int64_t kLanes = simd::kLanes<T>;
+// when asked, `out` is aligned for it and V is 32 bytes); returns where the full vectors end.
+template <typename V, typename Body>
+NIMBUS_ALWAYS_INLINE int64_t store_vectors(ElementOf<V>* out, int64_t n, bool streaming, Body body) {
+  constexpr int64_t kLanes = simd::kLanesOf<V>;
   const int64_t full = n / kLanes * kLanes;
-  if (streaming && reinterpret_cast<uintptr_t>(out) % simd::kVectorBytes == 0) {
-    for (int64_t i = 0; i < full; i += kLanes) simd::stream(out + i, body(i));
-    simd::stream_fence();
-  } else {
-    for (int64_t i = 0; i < full; i += kLanes) simd::store(out + i, body(i));
+  if constexpr (sizeof(V) == simd::kVectorBytes) {
+    if (streaming && reinterpret_cast<uintptr_t>(out) % simd::kVectorBytes == 0) {
+      for (int64_t i = 0; i < full; i += kLanes) simd::stream(out + i, body(i));
+      simd::stream_fence();
+      return full;
+    }
   }
+  for (int64_t i = 0; i < full; i += kLanes) simd::store(out + i, body(i));
   return full;
 }
 
 // out[i] = f(x[i]) for i in [0, n); f maps a vector to a vector.
-template <typename T, typename F>
-inline void map1(const T* x, T* out, int64_t n, F f, bool streaming) {
-  const int64_t full = store_vectors(out, n, streaming, [&](int64_t i) { return f(simd::load(x + i)); });
-  if (full < n) store_partial(out + full, f(load_partial(x + full, n - full)), n - full);
+template <typename V, typename F>
+NIMBUS_ALWAYS_INLINE void map1(const ElementOf<V>* x, ElementOf<V>* out, int64_t n, F f, bool streaming) {
+  const int64_t full =
+      store_vectors<V>(out, n, streaming, [&](int64_t i) NIMBUS_LAMBDA_INLINE { return f(simd::load<V>(x + i)); });
+  if (full < n) store_partial(out + full, f(load_partial<V>(x + full, n - full)), n - full);
 }
 
 // Operand vector i of a map: a contiguous load (of `count` < lanes elements
 // at the tail), or element 0 repeated when the operand's stride is 0.
-template <int Stride, typename T>
-inline simd::Vec<T> load_operand(const T* p, int64_t i, int64_t count) {
+template <int Stride, typename V>
+NIMBUS_ALWAYS_INLINE V load_operand(const ElementOf<V>* p, int64_t i, int64_t count) {
   if constexpr (Stride == 0) {
-    return simd::splat(p[0]);
+    return simd::splat<V>(p[0]);
   } else {
-    return count == simd::kLanes<T> ? simd::load(p + i) : load_partial(p + i, count);
+    return count == simd::kLanesOf<V> ? simd::load<V>(p + i) : load_partial<V>(p + i, count);
   }
 }
 
 // out[i] = f(a[i * A], b[i * B]) for i in [0, n), A and B in {0, 1}.
-template <int A, int B, typename T, typename F>
-inline void map2(const T* a, const T* b, T* out, int64_t n, F f, bool streaming) {
-  constexpr int64_t kLanes = simd::kLanes<T>;
-  const int64_t full = store_vectors(
-      out, n, streaming, [&](int64_t i) { return f(load_operand<A>(a, i, kLanes), load_operand<B>(b, i, kLanes)); });
+template <int A, int B, typename V, typename F>
+NIMBUS_ALWAYS_INLINE void map2(const ElementOf<V>* a, const ElementOf<V>* b, ElementOf<V>* out, int64_t n, F f,
+                               bool streaming) {
+  constexpr int64_t kLanes = simd::kLanesOf<V>;
+  const int64_t full = store_vectors<V>(out, n, streaming, [&](int64_t i) NIMBUS_LAMBDA_INLINE {
+    return f(load_operand<A, V>(a, i, kLanes), load_operand<B, V>(b, i, kLanes));
+  });
   if (full < n) {
     const int64_t rest = n - full;
-    store_partial(out + full, f(load_operand<A>(a, full, rest), load_operand<B>(b, full, rest)), rest);
+    store_partial(out + full, f(load_operand<A, V>(a, full, rest), load_operand<B, V>(b, full, rest)), rest);
   }
 }
 

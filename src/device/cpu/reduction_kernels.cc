@@ -101,16 +101,16 @@ T reduce_contiguous(const T* x, int64_t n) {
   using V = simd::Vec<T>;
   constexpr int64_t kLanes = simd::kLanes<T>;
   const T identity = static_cast<T>(Op::kIdentity);
-  V acc[4] = {simd::splat(identity), simd::splat(identity), simd::splat(identity), simd::splat(identity)};
+  V acc[4] = {simd::splat<V>(identity), simd::splat<V>(identity), simd::splat<V>(identity), simd::splat<V>(identity)};
   int64_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
-    for (int k = 0; k < 4; ++k) acc[k] = Op::combine(acc[k], simd::load(x + i + k * kLanes));
+    for (int k = 0; k < 4; ++k) acc[k] = Op::combine(acc[k], simd::load<V>(x + i + k * kLanes));
   }
-  for (; i + kLanes <= n; i += kLanes) acc[0] = Op::combine(acc[0], simd::load(x + i));
+  for (; i + kLanes <= n; i += kLanes) acc[0] = Op::combine(acc[0], simd::load<V>(x + i));
   if (i < n) {
     T padded[kLanes];
     for (int64_t l = 0; l < kLanes; ++l) padded[l] = i + l < n ? x[i + l] : identity;
-    acc[1] = Op::combine(acc[1], simd::load(padded));
+    acc[1] = Op::combine(acc[1], simd::load<V>(padded));
   }
   V total = Op::combine(Op::combine(acc[0], acc[1]), Op::combine(acc[2], acc[3]));
   for (int64_t width = kLanes / 2; width > 0; width /= 2) {
