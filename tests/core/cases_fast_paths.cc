@@ -239,7 +239,7 @@ NIMBUS_OP_CASES(fast_reduction) {
       {"all", kLarge, {}, false},               // 19 blocks of 8192 combined in order
       {"middle", {6, 700, 33}, {1}, true},      // (outer, reduced, inner) with 3 row blocks
       {"long_rows", {3, 20000}, {1}, false},    // 3 blocks per row
-      {"tall", {20000, 3}, {0}, false},         // narrow columns, 8 row blocks
+      {"tall", {20000, 3}, {0}, false},         // narrow columns, 79 row blocks
       {"merged", {5, 1, 7, 9}, {2, 3}, false},  // size-1 axis dropped, two trailing axes merged
       {"size1_middle", {5, 1, 7, 9}, {1, 2}, true},
       {"odd", {1031}, {0}, false},

@@ -65,7 +65,7 @@ void visit_arithmetic(DType dtype, Fn&& fn) {
   }
 }
 
-// `f` is generic: the same expression runs on vectors and on scalars.
+// `f` is a generic lambda: one expression for the vectors of every dtype.
 template <typename F>
 bool register_binary(const char* op, std::vector<DType> dtypes, F f) {
   return register_kernel(op, {.name = "vectorized",

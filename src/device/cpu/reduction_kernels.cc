@@ -10,8 +10,8 @@
 // the shape; each block is reduced in a fixed order (vector lanes, then a
 // fixed tree over lanes), and block results are combined in block order in
 // f64. So results are bit-identical run to run and for any thread count.
-// Blocks accumulate in the input's type (f32 lanes over at most 8192
-// elements for sum), block partials in f64.
+// Within a block, each accumulator lane (in the input's type) adds at most
+// 256 values; block results are combined in f64.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -90,10 +90,13 @@ struct Min {
   static double finish(double acc, int64_t) { return acc; }
 };
 
-// Elements per block of a contiguous reduction, and columns per block when reducing over leading axes.
+// Elements per block of a contiguous reduction (32 f32 lanes of 256 values).
+// Reducing over leading axes, a block is up to 256 columns by enough rows for
+// about as many elements, 64 to 256 rows (each column lane adds at most 256).
 constexpr int64_t kBlockElements = 8192;
 constexpr int64_t kColumnsPerBlock = 256;
 constexpr int64_t kMinRowsPerBlock = 64;
+constexpr int64_t kMaxRowsPerBlock = 256;
 
 // Reduces x[0, n) with four vector accumulators, then over their lanes in a fixed tree.
 template <typename Op, typename T>
@@ -155,7 +158,7 @@ template <typename Op, typename T>
 void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t count) {
   const int64_t inner = layout.inner, reduced = layout.reduced;
   const int64_t width = std::min(inner, kColumnsPerBlock);
-  const int64_t rows_per_block = std::max(kMinRowsPerBlock, kBlockElements / width);
+  const int64_t rows_per_block = std::clamp(kBlockElements / width, kMinRowsPerBlock, kMaxRowsPerBlock);
   const int64_t row_blocks = (reduced + rows_per_block - 1) / rows_per_block;
   const int64_t column_blocks = (inner + kColumnsPerBlock - 1) / kColumnsPerBlock;
   const int64_t items = layout.outer * row_blocks * column_blocks;
