@@ -21,11 +21,6 @@
 #include <immintrin.h>
 #endif
 
-// 64-byte vectors pass through always_inline functions only, never a call
-// boundary, so GCC's note that their calling convention differs without
-// AVX-512 does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #define NIMBUS_ALWAYS_INLINE [[gnu::always_inline]] inline
 // The same for a lambda: [](auto x) NIMBUS_LAMBDA_INLINE { ... }.
 #define NIMBUS_LAMBDA_INLINE __attribute__((always_inline))
