@@ -11,8 +11,11 @@ if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
 endif()
 
 add_library(nimbus_build_flags INTERFACE)
+# -Wno-psabi: the CPU kernels' 64-byte vectors only pass between always_inline
+# functions (src/device/cpu/simd.h), never across a call, so GCC's notes that
+# their calling convention differs without AVX-512 do not apply.
 target_compile_options(nimbus_build_flags INTERFACE
-  -Wall -Wextra -Wno-unused-parameter
+  -Wall -Wextra -Wno-unused-parameter -Wno-psabi
   $<$<CONFIG:Release>:-O3>
   ${NIMBUS_ARCH_FLAGS})
 if(NIMBUS_SANITIZE)

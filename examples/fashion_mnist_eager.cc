@@ -54,6 +54,7 @@ Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& order, size
 }  // namespace
 
 int main(int argc, char** argv) {
+  nimbus::reexec_with_omp_defaults(argc, argv);
   CLI::App app{"Eager two-layer MLP on Fashion-MNIST with SGD"};
   int epochs = 1, batch_size = 32, hidden = 256, threads = 0;
   double learning_rate = 0.05;

@@ -8,6 +8,7 @@
 #include "nimbus/ops/registry.h"
 
 int main(int argc, char** argv) {
+  nimbus::reexec_with_omp_defaults(argc, argv);
   CLI::App app{"Nimbus: train deep-learning models fast and cheap on cloud GPUs"};
   app.set_version_flag("--version", "nimbus 0.1.0");
   app.require_subcommand(1);

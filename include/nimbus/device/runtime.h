@@ -30,6 +30,23 @@ struct RuntimeOptions {
 };
 
 void configure_runtime(const RuntimeOptions& options);
+
+// The OpenMP settings Nimbus runs best with, which libgomp reads once when it
+// loads, before main: so a program applies them by re-executing itself.
+// Call first thing in main:
+//
+//   int main(int argc, char** argv) {
+//     nimbus::reexec_with_omp_defaults(argc, argv);
+//     ...
+//
+// When the user has set none of OMP_WAIT_POLICY and GOMP_SPINCOUNT, this sets
+// OMP_WAIT_POLICY=passive and replaces the process with /proc/self/exe run on
+// the same arguments (once: the new process finds the variable set). Idle
+// pool threads then sleep instead of spinning, which on small shared
+// machines leaves the cores to the threads that work (docs/performance.md).
+// Setting either variable, to any value, keeps the process as it is; so does
+// a failed exec, which leaves the environment as it was.
+void reexec_with_omp_defaults(int argc, char** argv);
 const RuntimeOptions& runtime_options();
 // The compute pool's thread count now in effect.
 int compute_threads();

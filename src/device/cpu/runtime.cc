@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "nimbus/base/error.h"
@@ -35,5 +37,13 @@ void configure_runtime(const RuntimeOptions& options) {
 const RuntimeOptions& runtime_options() { return current_options(); }
 
 int compute_threads() { return omp_get_max_threads(); }
+
+void reexec_with_omp_defaults(int argc, char** argv) {
+  if (argc < 1 || std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Only reached when exec failed: carry on with libgomp's defaults, as if never called.
+  unsetenv("OMP_WAIT_POLICY");
+}
 
 }  // namespace nimbus
