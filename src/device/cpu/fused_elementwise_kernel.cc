@@ -72,6 +72,14 @@ void gather_block(const Tensor& input, const InputFeed& feed, const Shape& shape
   }
 }
 
+// Each compute thread keeps its scratch between calls: allocating (and first
+// touching) it per call would cost more than the fused work on small tensors.
+const std::shared_ptr<Storage>& thread_scratch(size_t bytes) {
+  thread_local std::shared_ptr<Storage> scratch;
+  if (scratch == nullptr || scratch->bytes() < bytes) scratch = std::make_shared<Storage>(Device::cpu(), bytes);
+  return scratch;
+}
+
 void fused_kernel(KernelContext& ctx) {
   const auto* program = dynamic_cast<const ExpressionProgram*>(ctx.attrs.get_object("program").get());
   const Shape& shape = ctx.attrs.get_shape("shape");
@@ -95,7 +103,7 @@ void fused_kernel(KernelContext& ctx) {
 
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   parallel_for(blocks, 1, [&](int64_t first_block, int64_t last_block) {
-    const auto scratch = std::make_shared<Storage>(ctx.stream.device(), scratch_bytes);
+    const std::shared_ptr<Storage>& scratch = thread_scratch(scratch_bytes);
     auto* scratch_bytes_at = static_cast<std::byte*>(scratch->data());
     std::vector<TensorImpl> input_views(inputs), temp_views(temps);
     std::vector<Tensor> input_tensors(inputs), temp_tensors(temps), operands;
