@@ -26,8 +26,21 @@ namespace nimbus::cpu::vmath {
 
 using simd::splat;
 
-// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
-// product), e^r by a degree-6 polynomial fitted by scripts/fit_vector_math.py,
+// x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact product):
+// returns r, and n as integer lanes.
+template <typename V>
+NIMBUS_ALWAYS_INLINE V reduce_by_ln2(V x, simd::MaskOf<V>& n) {
+  using I = simd::MaskOf<V>;
+  // Adding 1.5 * 2^23 rounds to an integer, which then sits in the low mantissa bits.
+  constexpr float kRound = 12582912.0f;
+  const V shifted = x * 1.44269504088896341f + kRound;
+  const V rounded = shifted - kRound;
+  n = simd::bits<I>(shifted) - simd::bits<I>(splat<V>(kRound));
+  const V r = x - rounded * 0.693359375f;
+  return r - rounded * -2.12194440e-4f;
+}
+
+// e^x: e^r by a degree-6 polynomial fitted by scripts/fit_vector_math.py,
 // times 2^n built from exponent bits in two halves so that results near the
 // overflow and underflow limits round once.
 template <typename V>
@@ -36,13 +49,8 @@ NIMBUS_ALWAYS_INLINE V exp(V x) {
   // Past these limits the result is inf or 0 anyway; the clamps keep n in range and let NaN through.
   x = simd::clamp_below(x, -104.0f);
   x = simd::clamp_above(x, 89.0f);
-  // Adding 1.5 * 2^23 rounds to an integer, which then sits in the low mantissa bits.
-  constexpr float kRound = 12582912.0f;
-  const V shifted = x * 1.44269504088896341f + kRound;
-  const V n = shifted - kRound;
-  const I ni = simd::bits<I>(shifted) - simd::bits<I>(splat<V>(kRound));
-  V r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  I ni;
+  const V r = reduce_by_ln2(x, ni);
   V p = splat<V>(1.3941108434e-3f);
   p = p * r + 8.37512639815e-3f;
   p = p * r + 4.16663528968e-2f;
@@ -177,13 +185,8 @@ inline constexpr float kInvSqrt2 = 0.7071067811865476f;
 // callers that tolerate 2 ulp.
 template <typename V>
 NIMBUS_ALWAYS_INLINE V exp_normal_range(V x) {
-  using I = simd::MaskOf<V>;
-  constexpr float kRound = 12582912.0f;
-  const V shifted = x * 1.44269504088896341f + kRound;
-  const V n = shifted - kRound;
-  const I ni = simd::bits<I>(shifted) - simd::bits<I>(splat<V>(kRound));
-  V r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  simd::MaskOf<V> ni;
+  const V r = reduce_by_ln2(x, ni);
   V p = splat<V>(8.36914849086e-3f);
   p = p * r + 4.19175072496e-2f;
   p = p * r + 1.66665052604e-1f;
