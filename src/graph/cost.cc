@@ -24,11 +24,13 @@ double op_flops(const Graph& graph, const Node& node) {
   const std::string& name = node.op->name;
   const auto input = [&](int i) -> const Shape& { return graph.spec(node.inputs[static_cast<size_t>(i)]).shape; };
   const Shape& output = node.outputs[0].shape;
-  if (name == "matmul") {
+  if (name == "matmul" || name == "fused_matmul") {
     const Shape& a = input(0);
     const bool transposed = node.attrs.has("transpose_a") && node.attrs.get_bool("transpose_a");
     const int64_t k = a[transposed ? a.rank() - 2 : a.rank() - 1];
-    return 2.0 * static_cast<double>(output.numel()) * static_cast<double>(k);
+    // fused_matmul adds one operation per element for the bias and one for an activation.
+    const int64_t epilogue = name == "matmul" ? 0 : (node.attrs.get_string("activation") == "none" ? 1 : 2);
+    return static_cast<double>(output.numel()) * static_cast<double>(2 * k + epilogue);
   }
   if (name == "conv2d") return convolution_flops(output, input(1));
   if (name == "conv2d_backward_input") return convolution_flops(input(0), input(1));
