@@ -6,17 +6,21 @@
 //   block_step/{graph,graph_jit}/B        an elementwise-heavy step: a residual
 //       MLP block with GELU, layer norm and residual adds (d = 256), SGD;
 //   cnn_step/{eager,graph,graph_jit}/B    the peer's CNN (conv32-pool-conv64-pool-dense128-dense10), Adam.
-// Counters: samples/s; for graph modes also the arena (planned intermediates),
-// the same intermediates without reuse, and allocator calls per step.
+// Counters: samples/s; kernel_share (the kernels' part of the step's wall
+// time, the rest being dispatch, tape and allocation), kernels/step and
+// allocator calls per step; for graph modes also the arena (planned
+// intermediates) and the same intermediates without reuse.
 // bench/run_graph.sh runs this next to PyTorch and prints the ratios.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
 
 #include "nimbus/graph/function.h"
 #include "nimbus/nimbus.h"
+#include "nimbus/ops/op_profile.h"
 #include "tests/support/step_models.h"
 
 namespace {
@@ -52,6 +56,17 @@ void run_steps(benchmark::State& state, Model& model, Mode mode, NextBatch next_
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["allocs/step"] =
       static_cast<double>(after.num_allocations - before.num_allocations) / static_cast<double>(state.iterations());
+  {
+    // Where the step's time goes: kernels against everything else (dispatch,
+    // tape, allocation), over a few more steps with kernel timing on.
+    constexpr int kProfiledSteps = 10;
+    nimbus::OpProfile profile;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kProfiledSteps; ++i) run_one();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.counters["kernel_share"] = profile.kernel_seconds() / wall;
+    state.counters["kernels/step"] = static_cast<double>(profile.kernel_calls()) / kProfiledSteps;
+  }
   if (mode != Mode::kEager) {
     auto [x, y] = next_batch(batch);
     const nimbus::TracedGraph& traced = step.traced_for({x, y, Adam::step_size(1)});
