@@ -3,6 +3,7 @@
 namespace nimbus::graph {
 
 void optimize(Graph& graph, const PassOptions& options) {
+  if (options.forward_updates) forward_updates(graph);
   if (options.fold_constants) fold_constants(graph);
   if (options.simplify_algebra) simplify_algebra(graph);
   if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(graph);
