@@ -169,4 +169,13 @@ std::string Graph::to_dot(const std::string& name) const {
   return out;
 }
 
+int capture_of(const Graph& graph, ValueRef value) {
+  for (;;) {
+    const Node& node = graph.node(value.node);
+    if (node.kind == NodeKind::kCapture) return value.node;
+    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
+    value = node.inputs[0];
+  }
+}
+
 }  // namespace nimbus::graph

@@ -84,6 +84,10 @@ class Graph {
   std::vector<ValueRef> outputs_;
 };
 
+// The capture node whose memory a value is (the capture itself, or a view of
+// it such as a reshape), or -1.
+int capture_of(const Graph& graph, ValueRef value);
+
 // "f32[32, 784]"
 std::string spec_to_string(const TensorSpec& spec);
 

@@ -18,16 +18,6 @@
 namespace nimbus::graph {
 namespace {
 
-// The capture a value's memory belongs to (itself, or through views such as reshape), or -1.
-int capture_of(const Graph& graph, ValueRef value) {
-  for (;;) {
-    const Node& node = graph.node(value.node);
-    if (node.kind == NodeKind::kCapture) return value.node;
-    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
-    value = node.inputs[0];
-  }
-}
-
 bool touches(const Graph& graph, const Node& node, int capture) {
   for (const ValueRef& input : node.inputs) {
     if (capture_of(graph, input) == capture) return true;

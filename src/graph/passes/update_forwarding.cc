@@ -18,16 +18,6 @@ namespace {
 
 bool is_assign(const Node& node) { return !node.removed && node.kind == NodeKind::kOp && node.op->name == "assign"; }
 
-// The capture a value's memory belongs to through views, or -1.
-int viewed_capture(const Graph& graph, ValueRef value) {
-  for (;;) {
-    const Node& node = graph.node(value.node);
-    if (node.kind == NodeKind::kCapture) return value.node;
-    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
-    value = node.inputs[0];
-  }
-}
-
 bool safe_to_forward(const Graph& graph) {
   std::map<int, bool> updated;
   for (const Node& node : graph.nodes()) {
@@ -36,7 +26,7 @@ bool safe_to_forward(const Graph& graph) {
       if (target >= 0) return false;
     }
     for (const ValueRef& input : node.inputs) {
-      const int capture = viewed_capture(graph, input);
+      const int capture = capture_of(graph, input);
       if (capture >= 0 && capture != input.node && updated[capture]) return false;
     }
     if (is_assign(node)) {
