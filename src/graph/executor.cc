@@ -52,6 +52,7 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> arguments) {
       const TensorSpec& spec = node.outputs[k];
       switch (slot.kind) {
         case ValueSlot::Kind::kArena: outputs[k] = arena_views_[i][k]; break;
+        case ValueSlot::Kind::kInto: outputs[k] = values[static_cast<size_t>(slot.buffer.node)][0]; break;
         case ValueSlot::Kind::kExternal: {
           // An aliasing op over an argument or capture: view the same memory under the new shape.
           const TensorImpl& source = *inputs[0].impl_ptr();

@@ -10,6 +10,14 @@ std::string spec_to_string(const TensorSpec& spec) {
   return fmt::format("{}{}", dtype_name(spec.dtype), spec.shape.to_string());
 }
 
+bool Node::has_side_effects() const {
+  if (kind == NodeKind::kOp && op->has_side_effects) return true;
+  for (int target : writes_into) {
+    if (target >= 0) return true;
+  }
+  return false;
+}
+
 int Graph::add_argument(int index, const TensorSpec& spec) {
   Node node{.kind = NodeKind::kArgument, .outputs = {spec}, .argument = index};
   nodes_.push_back(std::move(node));
@@ -77,6 +85,9 @@ void Graph::compact() {
   };
   for (Node& node : kept) {
     for (ValueRef& input : node.inputs) remap(input);
+    for (int& target : node.writes_into) {
+      if (target >= 0) target = new_id[static_cast<size_t>(target)];
+    }
   }
   for (ValueRef& output : outputs_) remap(output);
   nodes_ = std::move(kept);
@@ -123,9 +134,16 @@ std::string Graph::to_text(const std::string& name) const {
     if (node.removed) continue;
     if (node.outputs.empty()) {
       out += fmt::format("  {}\n", describe(node, *this));
-    } else {
-      out += fmt::format("  %{} = {} : {}\n", i, describe(node, *this), output_specs(node));
+      continue;
     }
+    std::string into;
+    for (size_t k = 0; k < node.writes_into.size(); ++k) {
+      if (node.writes_into[k] < 0) continue;
+      const Node& target = nodes_[static_cast<size_t>(node.writes_into[k])];
+      into += fmt::format(" ; output {} into %{}{}", k, node.writes_into[k],
+                          target.name.empty() ? "" : fmt::format(" \"{}\"", target.name));
+    }
+    out += fmt::format("  %{} = {} : {}{}\n", i, describe(node, *this), output_specs(node), into);
   }
   std::vector<std::string> results;
   for (const ValueRef& output : outputs_) results.push_back(value_name(output, *this));

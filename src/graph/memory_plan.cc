@@ -71,11 +71,16 @@ MemoryPlan plan_memory(const Graph& graph, const MemoryPlanOptions& options) {
         slots[k].kind = ValueSlot::Kind::kExternal;
         continue;
       }
+      if (k < node.writes_into.size() && node.writes_into[k] >= 0) {
+        slots[k].kind = ValueSlot::Kind::kInto;
+        slots[k].buffer = {node.writes_into[k], 0};
+        continue;
+      }
       // Aliasing ops view their input's buffer.
       if (node.op->output_aliases_input) {
         const ValueRef source = node.inputs[0];
         const ValueSlot& source_slot = plan.slot(source);
-        if (source_slot.kind == ValueSlot::Kind::kExternal) {
+        if (source_slot.kind == ValueSlot::Kind::kExternal || source_slot.kind == ValueSlot::Kind::kInto) {
           slots[k].kind = ValueSlot::Kind::kExternal;
           slots[k].buffer = source_slot.buffer;
         } else {
@@ -112,7 +117,7 @@ MemoryPlan plan_memory(const Graph& graph, const MemoryPlanOptions& options) {
   // Buffers that hold a graph output are allocated fresh on every run.
   for (const ValueRef& output : graph.outputs()) {
     const ValueSlot& slot = plan.slot(output);
-    if (slot.kind == ValueSlot::Kind::kExternal) continue;
+    if (slot.kind == ValueSlot::Kind::kExternal || slot.kind == ValueSlot::Kind::kInto) continue;
     buffers[static_cast<size_t>(buffer_of.at({slot.buffer.node, slot.buffer.output}))].fresh = true;
   }
 
@@ -156,7 +161,7 @@ MemoryPlan plan_memory(const Graph& graph, const MemoryPlanOptions& options) {
 
   for (auto& node_slots : plan.slots) {
     for (ValueSlot& slot : node_slots) {
-      if (slot.kind == ValueSlot::Kind::kExternal) continue;
+      if (slot.kind == ValueSlot::Kind::kExternal || slot.kind == ValueSlot::Kind::kInto) continue;
       const Buffer& buffer = buffers[static_cast<size_t>(buffer_of.at({slot.buffer.node, slot.buffer.output}))];
       slot.kind = buffer.fresh ? ValueSlot::Kind::kFresh : ValueSlot::Kind::kArena;
       slot.offset = buffer.offset;

@@ -162,6 +162,20 @@ NIMBUS_OP_CASES(fused_elementwise) {
                .op = "fused_elementwise",
                .inputs = {{{6, 9}}, {{6, 9}}, {{9}}},
                .attrs = {{"program", AttrObjectPtr(program)}, {"shape", Shape{6, 9}}}});
+  // A scalar input (passed to the ops whole), a trailing-axes input (copied in runs) and a
+  // column-broadcast one (gathered), over many blocks with a partial last one, in parallel.
+  auto scaled = std::make_shared<ExpressionProgram>();
+  scaled->instructions = {
+      {.op = &registry.get("mul"), .operands = {{true, 0}, {true, 1}}},
+      {.op = &registry.get("sub"), .operands = {{false, 0}, {true, 2}}},
+      {.op = &registry.get("maximum"), .operands = {{false, 1}, {true, 3}}},
+      {.op = &registry.get("exp"), .operands = {{false, 2}}},
+  };
+  scaled->outputs = {1, 3};
+  add_op_case({.name = "fused_elementwise_scalar_rows_columns",
+               .op = "fused_elementwise",
+               .inputs = {{{70, 333}}, {{}}, {{333}}, {{70, 1}}},
+               .attrs = {{"program", AttrObjectPtr(scaled)}, {"shape", Shape{70, 333}}}});
   // Many blocks (a partial last one), run in parallel; a column-broadcast input is gathered per block.
   add_op_case({.name = "fused_elementwise_blocks",
                .op = "fused_elementwise",

@@ -47,6 +47,23 @@ TEST(Fusion, FusesAChainWithBroadcastInputsIntoOneNode) {
   EXPECT_LE(std::abs(sum(abs(run(g, args)[0] - unfused)).item<double>()), 1e-4);
 }
 
+TEST(Fusion, MergesTwoOpenChainsThatMeet) {
+  Graph g;
+  const int x = g.add_argument(0, f32({5, 7}));
+  const int y = g.add_argument(1, f32({5, 7}));
+  const int e = g.add_op(op("exp"), {}, {{x, 0}}, {f32({5, 7})});
+  const int n = g.add_op(op("neg"), {}, {{y, 0}}, {f32({5, 7})});
+  const int s = g.add_op(op("square"), {}, {{n, 0}}, {f32({5, 7})});
+  const int a = g.add_op(op("add"), {}, {{e, 0}, {s, 0}}, {f32({5, 7})});
+  g.outputs() = {{a, 0}};
+  const std::vector<Tensor> args = {random_normal({5, 7}), random_normal({5, 7})};
+  const Tensor unfused = run(g, args)[0];
+  EXPECT_EQ(fuse_elementwise(g), 1);
+  EXPECT_EQ(g.op_count(), 1) << g.to_text();
+  EXPECT_THAT(g.to_text(), HasSubstr("t0 = exp(i0); t1 = neg(i1); t2 = square(t1); t3 = add(t0, t2) -> t3"));
+  EXPECT_LE(std::abs(sum(abs(run(g, args)[0] - unfused)).item<double>()), 1e-5);
+}
+
 TEST(Fusion, AnOutsideReaderClosesTheClusterAndEscapingValuesBecomeOutputs) {
   Graph g;
   const int x = g.add_argument(0, f32({4, 4}));

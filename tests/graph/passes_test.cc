@@ -15,6 +15,8 @@
 namespace nimbus::graph {
 namespace {
 
+using ::testing::HasSubstr;
+
 const OpSchema& op(const char* name) { return OpRegistry::global().get(name); }
 
 TensorSpec f32(std::initializer_list<int64_t> dims) { return {Shape(dims), DType::kF32}; }
@@ -138,6 +140,40 @@ TEST(AlgebraicSimplification, ComposesTransposePermutations) {
   g.compact();
   EXPECT_EQ(g.op_count(), 1);
   EXPECT_TRUE(bit_identical(before, run(g, {xv})[0]));
+}
+
+// ---- in-place updates ----
+
+TEST(InPlaceUpdates, FoldsAnUpdateIntoTheOpComputingIt) {
+  Graph g;
+  const int grad = g.add_argument(0, f32({4}));
+  const int w = g.add_capture(Tensor::from_vector<float>({1, 2, 3, 4}, {4}), "w");
+  const int updated = binary(g, "sub", {w, 0}, {grad, 0}, f32({4}));
+  g.add_op(op("assign"), {}, {{w, 0}, {updated, 0}}, {});
+  const int after = binary(g, "mul", {w, 0}, {w, 0}, f32({4}));  // reads the new w
+  g.outputs() = {{after, 0}};
+  EXPECT_EQ(update_in_place(g), 1);
+  g.compact();
+  EXPECT_EQ(g.op_count(), 2) << g.to_text();
+  EXPECT_THAT(g.to_text(), HasSubstr("output 0 into %1 \"w\""));
+  const Tensor result = run(g, {ones({4})})[0];
+  EXPECT_EQ(result.to_vector<float>(), (std::vector<float>{0, 1, 4, 9}));
+  EXPECT_EQ(g.node(1).value.to_vector<float>(), (std::vector<float>{0, 1, 2, 3})) << "the variable itself changed";
+}
+
+TEST(InPlaceUpdates, KeepsTheCopyWhenTheOldValueIsReadInBetweenOrTheOpIsNotElementwise) {
+  Graph g;
+  const int x = g.add_argument(0, f32({2, 2}));
+  const int w = g.add_capture(ones({2, 2}), "w");
+  const int v = g.add_capture(ones({2, 2}), "v");
+  const int next_w = binary(g, "add", {w, 0}, {x, 0}, f32({2, 2}));
+  const int old_read = binary(g, "mul", {w, 0}, {x, 0}, f32({2, 2}));  // reads w between the add and its assign
+  g.add_op(op("assign"), {}, {{w, 0}, {next_w, 0}}, {});
+  const int product =
+      g.add_op(op("matmul"), Attrs{{"transpose_a", false}, {"transpose_b", false}}, {{v, 0}, {x, 0}}, {f32({2, 2})});
+  g.add_op(op("assign"), {}, {{v, 0}, {product, 0}}, {});  // matmul reads v: no in-place
+  g.outputs() = {{old_read, 0}};
+  EXPECT_EQ(update_in_place(g), 0);
 }
 
 // ---- memory planning ----

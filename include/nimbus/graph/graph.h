@@ -37,10 +37,16 @@ struct Node {
   Attrs attrs;
   std::vector<ValueRef> inputs;
   std::vector<TensorSpec> outputs;
-  int argument = -1;     // kArgument: the function's input index
-  Tensor value;          // kCapture: the outside tensor (by reference); kConstant: the owned value
-  std::string name;      // kCapture: the variable's name when there is one
+  int argument = -1;  // kArgument: the function's input index
+  Tensor value;       // kCapture: the outside tensor (by reference); kConstant: the owned value
+  std::string name;   // kCapture: the variable's name when there is one
+  // Per output: the capture node whose memory that output is written into (an
+  // update folded into the op that computes it), or -1. Empty: none.
+  std::vector<int> writes_into;
   bool removed = false;  // passes mark nodes removed; compact() drops them
+
+  // Whether running the node changes state outside the graph (assign, or an output written into a capture).
+  bool has_side_effects() const;
 };
 
 class Graph {

@@ -22,7 +22,8 @@ struct ValueSlot {
   enum class Kind {
     kArena,     // at `offset` in the arena
     kFresh,     // a new allocation on each run (graph outputs and what they alias)
-    kExternal,  // an argument, capture or constant: the tensor itself
+    kExternal,  // an argument, capture or constant: the tensor itself (or a view of one)
+    kInto,      // an output written into a capture's memory (an in-place update): `buffer` is the capture
   };
   Kind kind = Kind::kArena;
   uint64_t offset = 0;

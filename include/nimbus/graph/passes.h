@@ -25,15 +25,21 @@ int simplify_algebra(Graph& graph);
 // (their inputs may broadcast) become one fused_elementwise node carrying an
 // expression program, placed where the chain's last op was. A chain stops
 // where an op outside it reads one of its values (so nothing moves past a
-// reader) and at side-effecting nodes (so nothing moves past an update).
+// reader) and at an update of a variable it reads (so nothing moves past it).
 // Returns the number of fused nodes made.
 int fuse_elementwise(Graph& graph);
+
+// In-place updates: an assign whose value comes from an op that can write it
+// straight into the variable is folded into that op (no copy, no buffer).
+// Returns the number of assigns folded.
+int update_in_place(Graph& graph);
 
 struct PassOptions {
   bool fold_constants = true;
   bool eliminate_common_subexpressions = true;
   bool simplify_algebra = true;
   bool fuse_elementwise = true;
+  bool update_in_place = true;
 };
 
 // Runs the enabled passes in order (folding, simplification, CSE, dead code,

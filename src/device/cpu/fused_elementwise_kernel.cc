@@ -24,30 +24,54 @@ Tensor borrow(TensorImpl& impl) { return Tensor(std::shared_ptr<TensorImpl>(std:
 
 // How one fused input feeds a block.
 struct InputFeed {
-  enum class Kind { kSlice, kScalar, kGather } kind = Kind::kSlice;
+  enum class Kind {
+    kSlice,   // same shape as the fused op: the block is a slice of it
+    kScalar,  // one element: passed whole, the ops broadcast it themselves
+    kRows,    // a trailing part of the fused shape (a bias): repeats every `period` elements
+    kGather,  // any other broadcast: gathered element by element
+  } kind = Kind::kSlice;
+  int64_t period = 0;
   std::array<int64_t, kMaxRank> strides{};  // kGather: broadcast strides over the fused shape
 };
 
 InputFeed feed_for(const Tensor& input, const Shape& shape) {
   InputFeed feed;
-  if (input.shape() == shape) {
-    feed.kind = InputFeed::Kind::kSlice;
-  } else if (input.numel() == 1) {
+  if (input.shape() == shape) return feed;
+  if (input.numel() == 1) {
     feed.kind = InputFeed::Kind::kScalar;
-  } else {
-    feed.kind = InputFeed::Kind::kGather;
-    feed.strides = internal::broadcast_strides(input.shape(), shape);
+    return feed;
   }
+  // Leading 1s aside, is the input's shape the trailing axes of the fused shape?
+  const auto dims = input.shape().dims();
+  size_t first = 0;
+  while (first < dims.size() && dims[first] == 1) ++first;
+  const size_t kept = dims.size() - first;
+  bool trailing = kept <= static_cast<size_t>(shape.rank());
+  for (size_t i = 0; trailing && i < kept; ++i) {
+    trailing = dims[first + i] == shape.dims()[static_cast<size_t>(shape.rank()) - kept + i];
+  }
+  if (trailing) {
+    feed.kind = InputFeed::Kind::kRows;
+    feed.period = input.numel();
+    return feed;
+  }
+  feed.kind = InputFeed::Kind::kGather;
+  feed.strides = internal::broadcast_strides(input.shape(), shape);
   return feed;
 }
 
 // Copies the broadcast elements of `input` for flat positions [begin, end) of `shape` into dst.
 void gather_block(const Tensor& input, const InputFeed& feed, const Shape& shape, int64_t begin, int64_t end,
                   std::byte* dst) {
-  const size_t width = dtype_size(input.dtype());
+  const int64_t width = static_cast<int64_t>(dtype_size(input.dtype()));
   const auto* src = static_cast<const std::byte*>(input.raw_data());
-  if (feed.kind == InputFeed::Kind::kScalar) {
-    for (int64_t j = begin; j < end; ++j) std::memcpy(dst + (j - begin) * width, src, width);
+  if (feed.kind == InputFeed::Kind::kRows) {
+    for (int64_t j = begin; j < end;) {
+      const int64_t phase = j % feed.period;
+      const int64_t run = std::min(feed.period - phase, end - j);
+      std::memcpy(dst + (j - begin) * width, src + phase * width, static_cast<size_t>(run * width));
+      j += run;
+    }
     return;
   }
   // Walk the multi-index incrementally instead of dividing per element.
@@ -58,10 +82,11 @@ void gather_block(const Tensor& input, const InputFeed& feed, const Shape& shape
     rest /= shape.dims()[axis];
   }
   int64_t offset = 0;
-  for (int axis = 0; axis < shape.rank(); ++axis)
+  for (int axis = 0; axis < shape.rank(); ++axis) {
     offset += index[static_cast<size_t>(axis)] * feed.strides[static_cast<size_t>(axis)];
+  }
   for (int64_t j = begin; j < end; ++j) {
-    std::memcpy(dst + (j - begin) * width, src + offset * static_cast<int64_t>(width), width);
+    std::memcpy(dst + (j - begin) * width, src + offset * width, static_cast<size_t>(width));
     for (int axis = shape.rank() - 1; axis >= 0; --axis) {
       const size_t a = static_cast<size_t>(axis);
       offset += feed.strides[a];
@@ -87,18 +112,33 @@ void fused_kernel(KernelContext& ctx) {
   const size_t inputs = ctx.inputs.size();
   const size_t temps = program->instructions.size();
   std::vector<InputFeed> feeds;
-  for (const Tensor& input : ctx.inputs) feeds.push_back(feed_for(input, shape));
+  // One-element inputs go to the ops as rank-0 tensors, which every op broadcasts.
+  std::vector<Tensor> scalars(inputs);
+  for (size_t i = 0; i < inputs; ++i) {
+    const Tensor& input = ctx.inputs[i];
+    feeds.push_back(feed_for(input, shape));
+    if (feeds[i].kind == InputFeed::Kind::kScalar) {
+      scalars[i] = Tensor::view(input.impl_ptr()->storage, input.impl_ptr()->offset, Shape{}, input.dtype());
+    }
+  }
 
   // Scratch per thread: a block-sized slot per gathered input and per instruction result.
   size_t scratch_bytes = 0;
   std::vector<size_t> input_slot(inputs), temp_slot(temps);
   for (size_t i = 0; i < inputs; ++i) {
     input_slot[i] = scratch_bytes;
-    if (feeds[i].kind != InputFeed::Kind::kSlice) scratch_bytes += kBlock * dtype_size(ctx.inputs[i].dtype());
+    const bool gathered = feeds[i].kind == InputFeed::Kind::kRows || feeds[i].kind == InputFeed::Kind::kGather;
+    if (gathered) scratch_bytes += kBlock * dtype_size(ctx.inputs[i].dtype());
   }
   for (size_t t = 0; t < temps; ++t) {
     temp_slot[t] = scratch_bytes;
     scratch_bytes += kBlock * dtype_size(program->instructions[t].dtype);
+  }
+
+  // Which output, if any, the program's last instruction produces.
+  int last_output = -1;
+  for (size_t k = 0; k < program->outputs.size(); ++k) {
+    if (program->outputs[k] == static_cast<int>(temps) - 1) last_output = static_cast<int>(k);
   }
 
   const int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -121,7 +161,9 @@ void fused_kernel(KernelContext& ctx) {
       for (size_t i = 0; i < inputs; ++i) {
         const Tensor& input = ctx.inputs[i];
         const TensorImpl& source = *input.impl_ptr();
-        if (feeds[i].kind == InputFeed::Kind::kSlice) {
+        if (feeds[i].kind == InputFeed::Kind::kScalar) {
+          input_tensors[i] = scalars[i];
+        } else if (feeds[i].kind == InputFeed::Kind::kSlice) {
           input_tensors[i] =
               view(input_views[i], source.storage,
                    source.offset + static_cast<size_t>(begin) * dtype_size(input.dtype()), input.dtype());
@@ -137,13 +179,24 @@ void fused_kernel(KernelContext& ctx) {
           operands.push_back(operand.is_input ? input_tensors[static_cast<size_t>(operand.index)]
                                               : temp_tensors[static_cast<size_t>(operand.index)]);
         }
-        temp_tensors[t] = view(temp_views[t], scratch, temp_slot[t], instruction.dtype);
+        // The last instruction reads what it needs before writing each element, so it may write
+        // its output in place; earlier results go to scratch (a later one may still read an input
+        // whose memory an output reuses).
+        if (t + 1 == temps && last_output >= 0) {
+          const Tensor& out = ctx.outputs[static_cast<size_t>(last_output)];
+          const TensorImpl& target = *out.impl_ptr();
+          temp_tensors[t] = view(temp_views[t], target.storage,
+                                 target.offset + static_cast<size_t>(begin) * dtype_size(out.dtype()), out.dtype());
+        } else {
+          temp_tensors[t] = view(temp_views[t], scratch, temp_slot[t], instruction.dtype);
+        }
         KernelContext inner{*instruction.op, instruction.attrs, operands, std::span<Tensor>(&temp_tensors[t], 1),
                             ctx.stream};
         select_kernel(inner).fn(inner);
       }
-      // Outputs are written last, after every read of this block's inputs (an output may reuse an input's memory).
+      // The other outputs are copied last, after every read of this block's inputs.
       for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+        if (static_cast<int>(k) == last_output) continue;
         const size_t t = static_cast<size_t>(program->outputs[k]);
         const size_t width = dtype_size(program->instructions[t].dtype);
         std::memcpy(static_cast<std::byte*>(ctx.outputs[k].raw_data()) + static_cast<size_t>(begin) * width,

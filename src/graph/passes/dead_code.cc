@@ -9,7 +9,7 @@ int eliminate_dead_code(Graph& graph) {
   std::vector<bool> live(nodes.size(), false);
   for (const ValueRef& output : graph.outputs()) live[static_cast<size_t>(output.node)] = true;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!nodes[i].removed && nodes[i].kind == NodeKind::kOp && nodes[i].op->has_side_effects) live[i] = true;
+    if (!nodes[i].removed && nodes[i].has_side_effects()) live[i] = true;
   }
   // Nodes only read earlier nodes, so one backward sweep propagates liveness.
   for (size_t i = nodes.size(); i-- > 0;) {

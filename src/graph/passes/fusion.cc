@@ -1,12 +1,14 @@
 // Elementwise fusion. Walks the graph in order and grows clusters of
 // elementwise ops that share an output shape; a cluster closes as soon as a
-// node outside it reads one of its values, or a side-effecting node runs.
-// Because of that rule, moving every member to the position of the cluster's
-// last member never moves a computation past one of its readers or past a
-// variable update, and no cycle can form. Clusters of two or more ops become
+// node outside it reads one of its values, or an update of a variable one of
+// its members reads. Because of that rule, moving every member to the
+// position of the cluster's last member never moves a computation past one of
+// its readers or past an update of what it reads, and no cycle can form. Clusters of two or more ops become
 // fused_elementwise nodes; their outputs are the members' values read outside.
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "nimbus/graph/passes.h"
 #include "nimbus/ops/fused_elementwise.h"
@@ -32,8 +34,19 @@ bool fusible(const Node& node, const Graph& graph) {
 struct Cluster {
   Shape shape;
   std::vector<int> members;
+  std::set<int> captures_read;  // capture nodes the members read (directly or through views)
   bool open = true;
 };
+
+// The capture a value's memory belongs to (itself or through views such as reshape), or -1.
+int capture_of(const Graph& graph, ValueRef value) {
+  for (;;) {
+    const Node& node = graph.node(value.node);
+    if (node.kind == NodeKind::kCapture) return value.node;
+    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
+    value = node.inputs[0];
+  }
+}
 
 }  // namespace
 
@@ -46,13 +59,23 @@ int fuse_elementwise(Graph& graph) {
     if (node.removed || node.kind != NodeKind::kOp) continue;
     int joined = -1;
     if (fusible(node, graph)) {
+      // Join the open clusters of this shape that the node reads, merging them if there are
+      // several: an open cluster has no readers outside it, so its members can move together.
       for (const ValueRef& input : node.inputs) {
         const int c = cluster_of[static_cast<size_t>(input.node)];
-        if (c >= 0 && clusters[static_cast<size_t>(c)].open &&
-            clusters[static_cast<size_t>(c)].shape == node.outputs[0].shape) {
+        Cluster& candidate = clusters[static_cast<size_t>(std::max(c, 0))];
+        if (c < 0 || c == joined || !candidate.open || candidate.shape != node.outputs[0].shape) continue;
+        if (joined < 0) {
           joined = c;
-          break;
+          continue;
         }
+        Cluster& target = clusters[static_cast<size_t>(joined)];
+        for (int member : candidate.members) cluster_of[static_cast<size_t>(member)] = joined;
+        target.members.insert(target.members.end(), candidate.members.begin(), candidate.members.end());
+        std::sort(target.members.begin(), target.members.end());
+        target.captures_read.insert(candidate.captures_read.begin(), candidate.captures_read.end());
+        candidate.members.clear();
+        candidate.open = false;
       }
     }
     // A reader outside a cluster closes it.
@@ -60,7 +83,14 @@ int fuse_elementwise(Graph& graph) {
       const int c = cluster_of[static_cast<size_t>(input.node)];
       if (c >= 0 && c != joined) clusters[static_cast<size_t>(c)].open = false;
     }
-    if (node.op->has_side_effects) {
+    // An update of a variable closes the clusters that read it: their members
+    // must not move past the update. Other side effects close everything.
+    if (node.op->name == "assign") {
+      const int target = capture_of(graph, node.inputs[0]);
+      for (Cluster& cluster : clusters) {
+        if (target < 0 || cluster.captures_read.count(target) != 0) cluster.open = false;
+      }
+    } else if (node.op->has_side_effects) {
       for (Cluster& cluster : clusters) cluster.open = false;
     }
     if (!fusible(node, graph)) continue;
@@ -68,7 +98,12 @@ int fuse_elementwise(Graph& graph) {
       joined = static_cast<int>(clusters.size());
       clusters.push_back({.shape = node.outputs[0].shape});
     }
-    clusters[static_cast<size_t>(joined)].members.push_back(static_cast<int>(i));
+    Cluster& cluster = clusters[static_cast<size_t>(joined)];
+    cluster.members.push_back(static_cast<int>(i));
+    for (const ValueRef& input : node.inputs) {
+      const int capture = capture_of(graph, input);
+      if (capture >= 0) cluster.captures_read.insert(capture);
+    }
     cluster_of[i] = joined;
   }
 

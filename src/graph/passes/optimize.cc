@@ -9,6 +9,7 @@ void optimize(Graph& graph, const PassOptions& options) {
   eliminate_dead_code(graph);
   graph.compact();
   if (options.fuse_elementwise) fuse_elementwise(graph);
+  if (options.update_in_place && update_in_place(graph) > 0) graph.compact();
 }
 
 }  // namespace nimbus::graph
