@@ -3,7 +3,10 @@
 namespace nimbus {
 
 namespace {
-thread_local MemoryTag current_tag = MemoryTag::kUntagged;
+// Read on every allocation: the initial-exec model makes that a plain load
+// instead of a __tls_get_addr call (libnimbus is linked, not dlopen'ed, by
+// its programs; glibc keeps room for a byte of it even when dlopen'ed).
+[[gnu::tls_model("initial-exec")]] thread_local MemoryTag current_tag = MemoryTag::kUntagged;
 }  // namespace
 
 std::string_view memory_tag_name(MemoryTag tag) {

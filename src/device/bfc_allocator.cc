@@ -35,14 +35,14 @@ BfcAllocator::~BfcAllocator() {
 std::string BfcAllocator::name() const { return fmt::format("bfc on {} ({})", device_name_, sub_allocator_->name()); }
 
 // Sizes in granules: 1-3 have a bin each, then each power of two [2^k, 2^(k+1)) four bins of equal width.
-size_t BfcAllocator::bin_for(size_t size) {
+inline size_t BfcAllocator::bin_for(size_t size) {
   const size_t granules = size / kGranule;
   if (granules < 4) return granules;
   const size_t log2 = std::bit_width(granules) - 1;
   return 4 * (log2 - 1) + ((granules >> (log2 - 2)) & 3);
 }
 
-BfcAllocator::ChunkId BfcAllocator::new_chunk() {
+inline BfcAllocator::ChunkId BfcAllocator::new_chunk() {
   if (!spare_chunks_.empty()) {
     const ChunkId id = spare_chunks_.back();
     spare_chunks_.pop_back();
@@ -54,7 +54,7 @@ BfcAllocator::ChunkId BfcAllocator::new_chunk() {
   return static_cast<ChunkId>(chunks_.size() - 1);
 }
 
-void BfcAllocator::insert_free(ChunkId id) {
+inline void BfcAllocator::insert_free(ChunkId id) {
   Chunk& chunk = chunks_[id];
   const size_t bin = bin_for(chunk.size);
   chunk.bin = static_cast<uint32_t>(bin);
@@ -65,7 +65,7 @@ void BfcAllocator::insert_free(ChunkId id) {
   bin_bitmap_[bin / 64] |= uint64_t{1} << (bin % 64);
 }
 
-void BfcAllocator::remove_free(ChunkId id) {
+inline void BfcAllocator::remove_free(ChunkId id) {
   const Chunk& chunk = chunks_[id];
   if (chunk.bin_prev != kNoChunk) {
     chunks_[chunk.bin_prev].bin_next = chunk.bin_next;
@@ -76,7 +76,7 @@ void BfcAllocator::remove_free(ChunkId id) {
   if (chunk.bin_next != kNoChunk) chunks_[chunk.bin_next].bin_prev = chunk.bin_prev;
 }
 
-BfcAllocator::ChunkId BfcAllocator::find_fit(size_t size) const {
+inline BfcAllocator::ChunkId BfcAllocator::find_fit(size_t size) const {
   const size_t first = bin_for(size);
   for (size_t word = first / 64; word < bin_bitmap_.size(); ++word) {
     uint64_t bits = bin_bitmap_[word];
@@ -107,6 +107,14 @@ size_t BfcAllocator::largest_free_block() const {
     return largest;
   }
   return 0;
+}
+
+inline BfcAllocator::Region* BfcAllocator::region_of(uintptr_t address) {
+  auto it = std::upper_bound(regions_.begin(), regions_.end(), address,
+                             [](uintptr_t a, const Region& region) { return a < region.base; });
+  if (it == regions_.begin()) return nullptr;
+  --it;
+  return address < it->base + it->size ? &*it : nullptr;
 }
 
 void* BfcAllocator::allocate(size_t bytes) {
@@ -202,14 +210,6 @@ void BfcAllocator::deallocate(void* ptr, size_t bytes) {
     absorb_next(id);
   }
   insert_free(id);
-}
-
-BfcAllocator::Region* BfcAllocator::region_of(uintptr_t address) {
-  auto it = std::upper_bound(regions_.begin(), regions_.end(), address,
-                             [](uintptr_t a, const Region& region) { return a < region.base; });
-  if (it == regions_.begin()) return nullptr;
-  --it;
-  return address < it->base + it->size ? &*it : nullptr;
 }
 
 bool BfcAllocator::grow(size_t size) {
@@ -378,7 +378,7 @@ std::string BfcAllocator::summary() const {
   std::string out;
   auto line = [&](const std::string& text) { out += fmt::format("|{:<{}}|\n", text, kWidth); };
   auto row = [&](std::string_view metric, const std::string& current, const std::string& peak) {
-    out += fmt::format("| {:<35}| {:>16} | {:>16} |\n", metric, current, peak);
+    out += fmt::format("| {:<36}| {:>16} | {:>16} |\n", metric, current, peak);
   };
   out += "|" + rule + "|\n";
   line(fmt::format(" Nimbus memory summary: {}", device_name_));

@@ -37,7 +37,7 @@ struct MemoryOptions {
   // On the CPU, free memory is MemAvailable from /proc/meminfo.
   double fraction = 0.9;
   // The most the allocator reserves, in bytes; none when empty.
-  std::optional<uint64_t> limit;
+  std::optional<uint64_t> limit = std::nullopt;
 };
 
 // "growth" or "preallocate"; anything else throws InvalidArgument naming the text.
