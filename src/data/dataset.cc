@@ -222,9 +222,9 @@ std::string IteratorState::stats_text() const {
   std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->depth > b->depth; });
   const double wall_ms = static_cast<double>(now_ns() - started_ns_) / 1e6;
   std::string out = fmt::format(
-      "input pipeline: {} next() calls in {:.1f} ms, the caller waited {:.1f} ms in next(); {} pool threads on {} "
-      "cores\n",
-      produced_, wall_ms, static_cast<double>(wait_ns_) / 1e6, ctx_.pool->size(), ctx_.cores);
+      "input pipeline: {} next() calls in {:.1f} ms, the caller waited {:.1f} ms in next(); {} of {} pool "
+      "threads started ({} cores)\n",
+      produced_, wall_ms, static_cast<double>(wait_ns_) / 1e6, ctx_.pool->started(), ctx_.pool->size(), ctx_.cores);
   out += fmt::format("{:<26} {:>10} {:>10} {:>12} {:>13} {:>11} {:>11} {:>8}  {}\n", "node (input first)", "produced",
                      "busy ms", "in-wait ms", "out-wait ms", "buffer", "buffer MiB", "parallel", "notes");
   for (const auto& n : nodes) {
@@ -244,6 +244,19 @@ std::string IteratorState::stats_text() const {
                        static_cast<double>(n->busy_ns) / 1e6, static_cast<double>(n->input_wait_ns) / 1e6,
                        static_cast<double>(n->consumer_wait_ns) / 1e6, buffer,
                        static_cast<double>(n->buffer_bytes) / (1024.0 * 1024.0), parallel, notes);
+  }
+  // Host memory held by the pipeline's buffers, and who holds the most.
+  int64_t total_bytes = 0;
+  std::shared_ptr<NodeStats> largest;
+  for (const auto& n : nodes) {
+    total_bytes += n->buffer_bytes;
+    if (n->buffer_bytes > 0 && (!largest || n->buffer_bytes > largest->buffer_bytes)) largest = n;
+  }
+  if (largest) {
+    out += fmt::format("host memory in buffers: {:.2f} MiB; the largest consumer is {} ({:.2f} MiB){}\n",
+                       static_cast<double>(total_bytes) / 1048576.0, largest->name,
+                       static_cast<double>(largest->buffer_bytes) / 1048576.0,
+                       largest->name == "shuffle" ? ": a smaller shuffle buffer trades randomness for memory" : "");
   }
   out +=
       "(* = chosen by AUTOTUNE; in-wait = time waiting on the node's input; out-wait = time its consumer waited on "

@@ -71,18 +71,22 @@ class StatsRegistry {
   std::vector<std::shared_ptr<NodeStats>> nodes_;
 };
 
-// A fixed pool of worker threads for map calls. Tasks never block on other
-// tasks (they run user functions only), so a pool of `cores` threads cannot
-// deadlock. Destruction drops queued tasks and joins the workers.
+// A fixed pool of worker threads for map calls, started at the first
+// submit (a pipeline without parallel maps starts none). Tasks never block on
+// other tasks (they run user functions only), so a pool of `cores` threads
+// cannot deadlock. Destruction drops queued tasks and waits for running ones.
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);
+  explicit ThreadPool(int threads) : threads_(threads) {}
   ~ThreadPool();
   void submit(std::function<void()> task);
-  int size() const { return static_cast<int>(workers_.size()); }
+  int size() const { return threads_; }
+  int started() const;
 
  private:
-  std::mutex mutex_;
+  void work();
+  const int threads_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;

@@ -44,22 +44,23 @@ int pipeline_cores() {
 
 // ---- thread pool ----
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] {
-      for (;;) {
-        std::function<void()> task;
-        {
-          std::unique_lock lock(mutex_);
-          cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-          if (stopping_) return;
-          task = std::move(tasks_.front());
-          tasks_.pop_front();
-        }
-        task();
-      }
-    });
+void ThreadPool::work() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (stopping_) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
   }
+}
+
+int ThreadPool::started() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(workers_.size());
 }
 
 ThreadPool::~ThreadPool() {
@@ -75,6 +76,9 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::submit(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
+    if (workers_.empty()) {
+      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { work(); });
+    }
     tasks_.push_back(std::move(task));
   }
   cv_.notify_one();

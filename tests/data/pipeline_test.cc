@@ -209,6 +209,19 @@ TEST(Stats, NamesEveryNodeWithCounts) {
   EXPECT_GT(node(it, "batch")["input_wait_ns"].get<int64_t>(), 0);
 }
 
+TEST(Stats, CountsHostMemoryAndNamesTheLargestBuffer) {
+  Dataset ds = Dataset::range(1000)
+                   .map([](const Element& e) { return Element{Tensor::empty(Shape{256}, DType::kF32)}; })
+                   .shuffle(500, 1)
+                   .prefetch(2);
+  Iterator it = ds.iterator();
+  for (int i = 0; i < 10; ++i) it.next();
+  EXPECT_GE(node(it, "shuffle")["buffer_bytes"].get<int64_t>(), 490 * 1024);
+  EXPECT_NE(it.stats().find("the largest consumer is shuffle"), std::string::npos) << it.stats();
+  // No parallel map: no pool thread was started.
+  EXPECT_NE(it.stats().find(" 0 of "), std::string::npos) << it.stats();
+}
+
 // A map that sleeps (no CPU) stands in for slow decoding.
 Element slow(const Element& e) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
