@@ -24,13 +24,14 @@ void check_hwc(const Tensor& image, const char* op) {
 Tensor as_f32(const Tensor& image) {
   Tensor out = host_tensor(image.shape(), DType::kF32);
   float* dst = out.data<float>();
-  const bool scale = image.dtype() == DType::kU8;
+  if (image.dtype() == DType::kU8) {
+    const uint8_t* src = image.data<uint8_t>();
+    for (int64_t i = 0; i < image.numel(); ++i) dst[i] = static_cast<float>(src[i]) * (1.0f / 255.0f);
+    return out;
+  }
   visit_dtype(image.dtype(), [&]<typename T>() {
     const T* src = static_cast<const T*>(image.raw_data());
-    for (int64_t i = 0; i < image.numel(); ++i) {
-      const float v = static_cast<float>(to_double(src[i]));
-      dst[i] = scale ? v / 255.0f : v;
-    }
+    for (int64_t i = 0; i < image.numel(); ++i) dst[i] = static_cast<float>(to_double(src[i]));
   });
   return out;
 }
@@ -148,9 +149,14 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
   }
   Tensor out = as_f32(image);
   float* p = out.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const auto k = static_cast<size_t>(i % c);
-    p[i] = (p[i] - mean[k]) / std[k];
+  std::vector<float> inverse(static_cast<size_t>(c));
+  for (size_t k = 0; k < inverse.size(); ++k) inverse[k] = 1.0f / std[k];
+  const int64_t pixels = out.numel() / std::max<int64_t>(c, 1);
+  for (int64_t i = 0; i < pixels; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      float& v = p[i * c + k];
+      v = (v - mean[static_cast<size_t>(k)]) * inverse[static_cast<size_t>(k)];
+    }
   }
   return out;
 }

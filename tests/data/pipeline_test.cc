@@ -2,6 +2,8 @@
 // cardinality, determinism, stop mid-iteration, save and restore), iterator
 // state of a shuffled parallel batched pipeline, stats and AUTOTUNE.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -169,6 +171,57 @@ TEST(IteratorState, ShuffledParallelBatchedPipelineResumesExactly) {
   ASSERT_EQ(rest.size(), 2u * (1000 / 16) - 70);
   Iterator resumed = Iterator::restore(build(), state);
   EXPECT_EQ(values(drain(resumed)), rest);
+}
+
+// Restores `state` in a child process (fork: a fresh address space with no
+// pipeline threads) and returns the values the child read.
+std::vector<int64_t> restore_in_new_process(const std::function<Dataset()>& build, const std::string& state) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    try {
+      Iterator it = Iterator::restore(build(), state);
+      while (auto e = it.next()) {
+        for (const auto& t : *e) {
+          for (int64_t v : t.to_vector<int64_t>()) {
+            if (::write(fds[1], &v, sizeof(v)) != static_cast<ssize_t>(sizeof(v))) code = 2;
+          }
+        }
+      }
+    } catch (...) {
+      code = 1;
+    }
+    ::close(fds[1]);
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::vector<int64_t> out;
+  int64_t v;
+  while (::read(fds[0], &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) out.push_back(v);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  return out;
+}
+
+TEST(IteratorState, ResumesInANewProcess) {
+  auto build = [] { return Dataset::range(300).shuffle(64).map(twice, 3).batch(8).prefetch(2); };
+  std::string state;
+  std::vector<int64_t> rest;
+  {
+    Iterator it = build().iterator();
+    for (int i = 0; i < 17; ++i) it.next();
+    state = it.save();
+    for (const auto& e : drain(it)) {
+      for (int64_t v : e[0].to_vector<int64_t>()) rest.push_back(v);
+    }
+  }
+  ASSERT_EQ(rest.size(), 300u - 17u * 8u);
+  EXPECT_EQ(restore_in_new_process(build, state), rest);
 }
 
 TEST(IteratorState, RefusesAnotherPipelineAndNondeterministicMaps) {
