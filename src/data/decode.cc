@@ -1,13 +1,16 @@
 // decode_raw, decode_image (libjpeg-turbo, libpng) and read_file.
 #include "nimbus/data/decode.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -27,6 +30,10 @@ Tensor convert_channels(const std::vector<uint8_t>& src, int64_t height, int64_t
   Tensor out = host_tensor(Shape{height, width, to}, DType::kU8);
   auto* dst = out.data<uint8_t>();
   const int64_t pixels = height * width;
+  if (from == to) {
+    std::memcpy(dst, src.data(), static_cast<size_t>(pixels * to));
+    return out;
+  }
   for (int64_t p = 0; p < pixels; ++p) {
     const uint8_t* s = src.data() + p * from;
     uint8_t* d = dst + p * to;
@@ -225,13 +232,28 @@ Tensor decode_image(const Tensor& bytes, int channels, const std::string& what) 
 }
 
 Tensor read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw NotFound(fmt::format("read_file: cannot open '{}'", path));
-  const auto size = static_cast<size_t>(in.tellg());
-  in.seekg(0);
+  // POSIX calls: an ifstream costs more than reading a small image.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw NotFound(fmt::format("read_file: cannot open '{}': {}", path, std::strerror(errno)));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    throw DataError(fmt::format("read_file: cannot stat '{}': {}", path, std::strerror(errno)));
+  const auto size = static_cast<size_t>(info.st_size);
   Tensor out = host_tensor(Shape{static_cast<int64_t>(size)}, DType::kU8);
-  if (size > 0 && !in.read(static_cast<char*>(out.raw_data()), static_cast<std::streamsize>(size))) {
-    throw DataError(fmt::format("read_file: cannot read '{}'", path));
+  auto* dst = static_cast<char*>(out.raw_data());
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(fd, dst + done, size - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw DataError(fmt::format("read_file: '{}' ended after {} of {} bytes{}", path, done, size,
+                                  got < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+    done += static_cast<size_t>(got);
   }
   return out;
 }

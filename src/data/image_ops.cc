@@ -147,17 +147,36 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
     throw InvalidArgument(
         fmt::format("normalize: {} channels, but {} means and {} standard deviations", c, mean.size(), std.size()));
   }
-  Tensor out = as_f32(image);
-  float* p = out.data<float>();
-  std::vector<float> inverse(static_cast<size_t>(c));
-  for (size_t k = 0; k < inverse.size(); ++k) inverse[k] = 1.0f / std[k];
-  const int64_t pixels = out.numel() / std::max<int64_t>(c, 1);
-  for (int64_t i = 0; i < pixels; ++i) {
-    for (int64_t k = 0; k < c; ++k) {
-      float& v = p[i * c + k];
-      v = (v - mean[static_cast<size_t>(k)]) * inverse[static_cast<size_t>(k)];
-    }
+  // One pass, value * scale[k] + shift[k], over blocks of 16 pixels whose
+  // per-position scale and shift are precomputed: the inner loop has no
+  // modulo and vectorizes.
+  const bool from_u8 = image.dtype() == DType::kU8;
+  const Tensor source = from_u8 || image.dtype() == DType::kF32 ? image : image.to(DType::kF32);
+  const int64_t block = 16 * c;
+  std::vector<float> scale(static_cast<size_t>(block)), shift(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) {
+    const auto k = static_cast<size_t>(j % c);
+    scale[static_cast<size_t>(j)] = (from_u8 ? 1.0f / 255.0f : 1.0f) / std[k];
+    shift[static_cast<size_t>(j)] = -mean[k] / std[k];
   }
+  Tensor out = host_tensor(image.shape(), DType::kF32);
+  float* dst = out.data<float>();
+  const int64_t n = image.numel();
+  auto run = [&](const auto* src) {
+    int64_t i = 0;
+    for (; i + block <= n; i += block) {
+      for (int64_t j = 0; j < block; ++j) {
+        dst[i + j] = static_cast<float>(src[i + j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+      }
+    }
+    for (int64_t j = 0; i < n; ++i, ++j) {
+      dst[i] = static_cast<float>(src[i]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+    }
+  };
+  if (from_u8)
+    run(source.data<uint8_t>());
+  else
+    run(source.data<float>());
   return out;
 }
 
