@@ -171,6 +171,9 @@ class ParallelMapIterator : public IteratorImpl {
         call->result = std::move(result);
         call->error = error;
         call->done = true;
+        // Let go of the call here, under the lock: the consumer then owns the
+        // last reference and frees the result (or exception) on its thread.
+        call.reset();
         shared->cv.notify_all();
       });
     }
