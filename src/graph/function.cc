@@ -54,7 +54,9 @@ class Tracer final : public OpInterceptor {
     }
     auto [it, inserted] = captures_.try_emplace(tensor.impl_ptr().get(), -1);
     if (inserted) {
-      it->second = graph_.add_capture(tensor, variable_name_of(tensor).value_or(""));
+      const std::optional<VariableInfo> variable = variable_info_of(tensor);
+      it->second = variable ? graph_.add_capture(tensor, variable->name, variable->trainable)
+                            : graph_.add_capture(tensor, "", false);
       captured_.push_back(tensor);  // keeps the impl alive, so its address stays unique
     }
     return {it->second, 0};

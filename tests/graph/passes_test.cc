@@ -11,6 +11,7 @@
 #include "nimbus/graph/memory_plan.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/ops/registry.h"
+#include "support/tensor_compare.h"
 
 namespace nimbus::graph {
 namespace {
@@ -27,9 +28,7 @@ std::vector<Tensor> run(const Graph& graph, const std::vector<Tensor>& arguments
   return executor.run(arguments);
 }
 
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using nimbus::testing::bit_identical;
 
 int binary(Graph& g, const char* name, ValueRef a, ValueRef b, const TensorSpec& out) {
   return g.add_op(op(name), {}, {a, b}, {out});
