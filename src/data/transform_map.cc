@@ -152,10 +152,11 @@ class ParallelMapIterator : public IteratorImpl {
       }
       calls_.push_back(call);
       if (call->done) {
+        call.reset();  // the consumer's reference is the last: it frees the exception
         shared_->cv.notify_all();
         continue;
       }
-      pool_->submit([call, shared = shared_, element = std::move(*element)]() mutable {
+      pool_->submit([call = std::move(call), shared = shared_, element = std::move(*element)]() mutable {
         const int64_t begin = now_ns();
         std::optional<Element> result;
         std::exception_ptr error;
@@ -169,7 +170,7 @@ class ParallelMapIterator : public IteratorImpl {
         std::lock_guard lock(shared->mutex);
         shared->fn_time_ema_ns = ema(shared->fn_time_ema_ns, static_cast<double>(took));
         call->result = std::move(result);
-        call->error = error;
+        call->error = std::move(error);
         call->done = true;
         // Let go of the call here, under the lock: the consumer then owns the
         // last reference and frees the result (or exception) on its thread.
