@@ -21,38 +21,10 @@
 #include "nimbus/data/decode.h"
 #include "nimbus/data/image_ops.h"
 
-// jpeglib.h needs FILE and size_t declared first.
-#include <jpeglib.h>
-
 namespace {
 
 using namespace nimbus;
 using namespace nimbus::data;
-
-std::string encode_jpeg(const std::vector<uint8_t>& rgb, int size) {
-  jpeg_compress_struct info{};
-  jpeg_error_mgr error{};
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* out = nullptr;
-  unsigned long bytes = 0;
-  jpeg_mem_dest(&info, &out, &bytes);
-  info.image_width = info.image_height = static_cast<JDIMENSION>(size);
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, 90, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(rgb.data()) + info.next_scanline * size * 3;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  jpeg_destroy_compress(&info);
-  std::string result(reinterpret_cast<char*>(out), bytes);
-  std::free(out);
-  return result;
-}
 
 void make_images(const std::string& dir, int count) {
   std::filesystem::create_directories(dir);
@@ -68,7 +40,8 @@ void make_images(const std::string& dir, int count) {
         }
       }
     }
-    std::ofstream(dir + "/" + std::to_string(i) + ".jpg", std::ios::binary) << encode_jpeg(rgb, size);
+    std::ofstream(dir + "/" + std::to_string(i) + ".jpg", std::ios::binary)
+        << encode_jpeg(Tensor::from_vector<uint8_t>(rgb, {size, size, 3}), 90);
   }
 }
 

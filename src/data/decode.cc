@@ -231,6 +231,49 @@ Tensor decode_image(const Tensor& bytes, int channels, const std::string& what) 
   return decode_image(std::string_view(static_cast<const char*>(bytes.raw_data()), bytes.nbytes()), channels, what);
 }
 
+std::string encode_jpeg(const Tensor& image, int quality) {
+  if (image.dtype() != DType::kU8 || image.rank() != 3 || (image.dim(2) != 1 && image.dim(2) != 3)) {
+    throw InvalidArgument(fmt::format("encode_jpeg: expected a u8 (H, W, 1 or 3) image, got {} {}",
+                                      dtype_name(image.dtype()), image.shape().to_string()));
+  }
+  if (quality < 1 || quality > 100)
+    throw InvalidArgument(fmt::format("encode_jpeg: quality {} not in 1..100", quality));
+  jpeg_compress_struct info{};
+  JpegError error{};
+  info.err = jpeg_std_error(&error.manager);
+  error.manager.error_exit = jpeg_error_exit;
+  error.manager.emit_message = jpeg_silent;
+  // Written by libjpeg after setjmp: kept behind a pointer that does not change.
+  struct Destination {
+    unsigned char* data = nullptr;
+    unsigned long bytes = 0;
+    ~Destination() { std::free(data); }
+  };
+  auto destination = std::make_unique<Destination>();
+  if (setjmp(error.jump) != 0) {
+    jpeg_destroy_compress(&info);
+    throw InternalError(fmt::format("encode_jpeg: libjpeg failed: {}", error.message));
+  }
+  jpeg_create_compress(&info);
+  jpeg_mem_dest(&info, &destination->data, &destination->bytes);
+  info.image_height = static_cast<JDIMENSION>(image.dim(0));
+  info.image_width = static_cast<JDIMENSION>(image.dim(1));
+  info.input_components = static_cast<int>(image.dim(2));
+  info.in_color_space = image.dim(2) == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, quality, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  const auto* pixels = static_cast<const unsigned char*>(image.raw_data());
+  const size_t row_bytes = static_cast<size_t>(image.dim(1) * image.dim(2));
+  while (info.next_scanline < info.image_height) {
+    auto* row = const_cast<JSAMPROW>(pixels + info.next_scanline * row_bytes);
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  return std::string(reinterpret_cast<char*>(destination->data), destination->bytes);
+}
+
 Tensor read_file(const std::string& path) {
   // POSIX calls: an ifstream costs more than reading a small image.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

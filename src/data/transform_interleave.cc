@@ -1,8 +1,9 @@
 // interleave and flat_map: each input element becomes a dataset; the output
 // draws block_length elements from each of cycle_length open datasets in
 // turn, replacing an exhausted one with the next input element in its place.
-// Parallel: each open dataset is read ahead by its own prefetch thread; the
-// order stays the same round robin.
+// Parallel: up to num_parallel_calls open datasets (AUTOTUNE: one per core)
+// are read ahead, each by its own prefetch thread; the order stays the same
+// round robin.
 #include <fmt/format.h>
 
 #include "nimbus/base/error.h"
@@ -39,6 +40,7 @@ class InterleaveNode : public UnaryNode {
     NodePtr dataset;  // keeps the inner dataset alive while its iterator runs
     std::unique_ptr<IteratorImpl> iterator;
     int taken = 0;
+    bool ahead = false;  // read ahead on its own thread
   };
 
   class It : public IteratorImpl {
@@ -53,12 +55,15 @@ class InterleaveNode : public UnaryNode {
           slots_(static_cast<size_t>(node->cycle_length_)) {
       parallel_ = node->parallelism_ != 1;
       if (parallel_) {
-        const int threads = std::min(node->cycle_length_, ctx.cores);
-        this->stats().parallelism = node->cycle_length_;
+        // Read-ahead threads: num_parallel_calls of them (AUTOTUNE: one per
+        // core), never more than the open datasets.
+        const int wanted = node->parallelism_ == kAutotune ? ctx.cores : node->parallelism_;
+        max_ahead_ = std::min(node->cycle_length_, wanted);
+        this->stats().parallelism = max_ahead_;
         this->stats().autotuned = node->parallelism_ == kAutotune;
-        this->stats().set_note(fmt::format("{} inner datasets read ahead on their own threads ({} cores){}",
-                                           node->cycle_length_, ctx.cores,
-                                           threads < node->cycle_length_ ? "; cycle_length exceeds the cores" : ""));
+        this->stats().set_note(fmt::format(
+            "{} of {} open datasets read ahead on their own threads ({}{} cores)", max_ahead_, node->cycle_length_,
+            node->parallelism_ == kAutotune ? "autotune: one per core, " : "", ctx.cores));
       }
     }
     ~It() override {
@@ -86,6 +91,8 @@ class InterleaveNode : public UnaryNode {
           // when the round robin comes back to it.
           slot.iterator.reset();
           slot.dataset.reset();
+          if (slot.ahead) --ahead_count_;
+          slot.ahead = false;
           advance();
           continue;
         }
@@ -118,7 +125,9 @@ class InterleaveNode : public UnaryNode {
       ctx.depth = depth_;
       slot.dataset = dataset.node();
       auto iterator = make_input_iterator(*slot.dataset, ctx);
-      if (parallel_) {
+      slot.ahead = parallel_ && ahead_count_ < max_ahead_;
+      if (slot.ahead) {
+        ++ahead_count_;
         ctx.depth = depth_ + 1;
         iterator = make_prefetch_iterator(std::move(iterator), node_stats(ctx, "interleave.read_ahead"),
                                           2 * node_->block_length_, ctx.cancelled);
@@ -135,6 +144,8 @@ class InterleaveNode : public UnaryNode {
     size_t current_ = 0;
     bool input_done_ = false;
     bool parallel_ = false;
+    int max_ahead_ = 0;
+    int ahead_count_ = 0;
   };
 
   FlatMapFn fn_;

@@ -10,9 +10,6 @@
 #include "nimbus/data/decode.h"
 #include "tests/data/data_test_util.h"
 
-// jpeglib.h needs FILE and size_t declared first.
-#include <jpeglib.h>
-
 namespace nimbus::data {
 namespace {
 
@@ -78,29 +75,7 @@ TEST_F(CsvTest, BadNumberNamesTheColumn) {
 // ---- images ----
 
 std::string encode_jpeg(int width, int height, int components, const std::vector<uint8_t>& pixels) {
-  jpeg_compress_struct info{};
-  jpeg_error_mgr error{};
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &out, &size);
-  info.image_width = static_cast<JDIMENSION>(width);
-  info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = components;
-  info.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, 100, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(pixels.data()) + info.next_scanline * width * components;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  jpeg_destroy_compress(&info);
-  std::string result(reinterpret_cast<char*>(out), size);
-  std::free(out);
-  return result;
+  return data::encode_jpeg(Tensor::from_vector<uint8_t>(pixels, {height, width, components}), 100);
 }
 
 std::string encode_png_rgba(int width, int height, const std::vector<uint8_t>& pixels, const std::string& file) {
@@ -142,9 +117,13 @@ TEST_F(ImageTest, DecodesJpegToHwcWithChannels) {
 
 TEST_F(ImageTest, DecodesPngExactly) {
   const int w = 3, h = 2;
-  std::vector<uint8_t> rgba;
-  for (int i = 0; i < w * h; ++i)
-    rgba.insert(rgba.end(), {static_cast<uint8_t>(i * 40), 7, 9, static_cast<uint8_t>(100 + i)});
+  std::vector<uint8_t> rgba(static_cast<size_t>(w * h * 4));
+  for (size_t i = 0; i < static_cast<size_t>(w * h); ++i) {
+    rgba[4 * i] = static_cast<uint8_t>(i * 40);
+    rgba[4 * i + 1] = 7;
+    rgba[4 * i + 2] = 9;
+    rgba[4 * i + 3] = static_cast<uint8_t>(100 + i);
+  }
   const std::string png = encode_png_rgba(w, h, rgba, path("a.png"));
   Tensor image = decode_image(read_file(path("a.png")));
   EXPECT_EQ(image.shape(), (Shape{h, w, 4}));

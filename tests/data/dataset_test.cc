@@ -248,6 +248,14 @@ TEST(DatasetTransforms, InterleaveRoundRobinWithBlocks) {
   EXPECT_EQ(scalars(Dataset::range(1, 4).interleave(inner, 2, 2).collect()), expected);
   EXPECT_EQ(scalars(Dataset::range(1, 4).interleave(inner, 2, 2, 2).collect()), expected);
   EXPECT_EQ(scalars(Dataset::range(1, 4).interleave(inner, 2, 2, kAutotune).collect()), expected);
+  // Fewer read-ahead threads than open datasets: same order, and stats say how many.
+  const Dataset sequential = Dataset::range(1, 9).interleave(inner, 4, 1);
+  const Dataset two_ahead = Dataset::range(1, 9).interleave(inner, 4, 1, 2);
+  EXPECT_EQ(scalars(two_ahead.collect()), scalars(sequential.collect()));
+  Iterator it = two_ahead.iterator();
+  while (it.next()) {
+  }
+  EXPECT_NE(it.stats().find("2 of 4 open datasets read ahead"), std::string::npos) << it.stats();
 }
 
 TEST(DatasetTransforms, ShuffleIsAPermutationDeterminedByTheSeed) {

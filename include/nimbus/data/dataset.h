@@ -118,9 +118,9 @@ class Dataset {
   // fn maps each element to a dataset; their elements follow one another.
   Dataset flat_map(FlatMapFn fn) const;
   // Like flat_map, but draws from cycle_length inner datasets in turn,
-  // block_length elements at a time. num_parallel_calls > 1 (or kAutotune)
-  // reads the inner datasets ahead on their own threads; the order stays
-  // the deterministic round robin.
+  // block_length elements at a time. num_parallel_calls = N > 1 reads up to
+  // N of the open inner datasets ahead, each on its own thread (kAutotune:
+  // one per core); the order stays the deterministic round robin.
   Dataset interleave(FlatMapFn fn, int cycle_length, int block_length = 1, int num_parallel_calls = 1) const;
   // Uniform draws from a buffer of buffer_size elements. seed unset: a random
   // seed per iterator. reshuffle_each_iteration: each new iteration (and each

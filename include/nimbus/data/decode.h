@@ -27,6 +27,10 @@ Tensor decode_raw(std::string_view bytes, DType dtype, std::vector<int64_t> shap
 Tensor decode_image(const Tensor& bytes, int channels = 0, const std::string& what = {});
 Tensor decode_image(std::string_view bytes, int channels = 0, const std::string& what = {});
 
+// Encodes a u8 (H, W, 1) or (H, W, 3) image as a JPEG (libjpeg-turbo),
+// quality 1-100: for making test and benchmark images.
+std::string encode_jpeg(const Tensor& image, int quality = 90);
+
 // Reads a whole file as a u8 string tensor (NotFound if missing).
 Tensor read_file(const std::string& path);
 
