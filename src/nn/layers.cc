@@ -47,6 +47,62 @@ std::string name_or(const std::string& name, const char* prefix) {
   return name.empty() ? unique_layer_name(prefix) : name;
 }
 
+// ---- configs (Keras's JSON forms) ----
+
+const std::pair<const char*, const char*> kInitializerClasses[] = {{"GlorotUniform", "glorot_uniform"},
+                                                                   {"GlorotNormal", "glorot_normal"},
+                                                                   {"HeNormal", "he_normal"},
+                                                                   {"HeUniform", "he_uniform"},
+                                                                   {"RandomUniform", "uniform"},
+                                                                   {"Zeros", "zeros"},
+                                                                   {"Ones", "ones"}};
+
+// A plain name, or {"class_name": "HeNormal", "config": {"seed": 42}} when seeded (Keras's object form).
+nlohmann::json initializer_to_json(const Initializer& initializer) {
+  if (!initializer.seed) return initializer.name;
+  for (const auto& [keras, name] : kInitializerClasses) {
+    if (initializer.name == name) return {{"class_name", keras}, {"config", {{"seed", *initializer.seed}}}};
+  }
+  return {{"class_name", initializer.name}, {"config", {{"seed", *initializer.seed}}}};
+}
+
+Initializer initializer_from_json(const nlohmann::json& json) {
+  if (json.is_string()) return Initializer(json.get<std::string>());
+  std::string name = json.at("class_name").get<std::string>();
+  for (const auto& [keras, snake] : kInitializerClasses) {
+    if (name == keras) name = snake;
+  }
+  std::optional<uint64_t> seed;
+  if (json.contains("config") && json["config"].contains("seed") && !json["config"]["seed"].is_null()) {
+    seed = json["config"]["seed"].get<uint64_t>();
+  }
+  return Initializer(name, seed);
+}
+
+nlohmann::json regularizer_to_json(const Regularizer& regularizer) {
+  if (!regularizer.active()) return nullptr;
+  if (regularizer.l1 == 0) return {{"class_name", "L2"}, {"config", {{"l2", regularizer.l2}}}};
+  if (regularizer.l2 == 0) return {{"class_name", "L1"}, {"config", {{"l1", regularizer.l1}}}};
+  return {{"class_name", "L1L2"}, {"config", {{"l1", regularizer.l1}, {"l2", regularizer.l2}}}};
+}
+
+Regularizer regularizer_from_json(const nlohmann::json& json) {
+  if (json.is_null()) return {};
+  const nlohmann::json& config = json.at("config");
+  return {.l1 = config.value("l1", 0.0), .l2 = config.value("l2", 0.0)};
+}
+
+const std::pair<DType, const char*> kKerasDTypes[] = {
+    {DType::kF32, "float32"}, {DType::kF64, "float64"}, {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"},
+    {DType::kI32, "int32"},   {DType::kI64, "int64"},   {DType::kU8, "uint8"},    {DType::kBool, "bool"}};
+
+const char* keras_dtype_name(DType dtype) {
+  for (const auto& [d, name] : kKerasDTypes) {
+    if (d == dtype) return name;
+  }
+  return "float32";
+}
+
 void check_rank(const Dims& dims, int rank, const char* what, const char* hint = "") {
   if (static_cast<int>(dims.size()) != rank) {
     throw InvalidArgument(
@@ -91,6 +147,15 @@ class DenseLayer : public LayerImpl {
     kernel_ = add_weight("kernel", Shape{inputs[0].back(), units_}, options_.kernel_initializer, true,
                          options_.kernel_regularizer);
     if (options_.use_bias) bias_ = add_weight("bias", Shape{units_}, options_.bias_initializer);
+  }
+  nlohmann::json get_config() const override {
+    return {{"name", name()},
+            {"units", units_},
+            {"activation", options_.activation},
+            {"use_bias", options_.use_bias},
+            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
+            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
+            {"kernel_regularizer", regularizer_to_json(options_.kernel_regularizer)}};
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Tensor& x = inputs[0];
@@ -162,6 +227,19 @@ class Conv2DLayer : public LayerImpl {
                          options_.kernel_initializer, true, options_.kernel_regularizer);
     if (options_.use_bias) bias_ = add_weight("bias", Shape{filters_}, options_.bias_initializer);
   }
+  nlohmann::json get_config() const override {
+    return {{"name", name()},
+            {"filters", filters_},
+            {"kernel_size", kernel_size_},
+            {"strides", options_.strides},
+            {"padding", options_.padding},
+            {"dilation_rate", options_.dilation_rate},
+            {"activation", options_.activation},
+            {"use_bias", options_.use_bias},
+            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
+            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
+            {"kernel_regularizer", regularizer_to_json(options_.kernel_regularizer)}};
+  }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     Tensor y = conv2d(inputs[0], kernel_.value(),
                       {.strides = options_.strides, .padding = options_.padding, .dilations = options_.dilation_rate});
@@ -205,6 +283,9 @@ class Pooling2DLayer : public LayerImpl {
       }
     }
     return {out};
+  }
+  nlohmann::json get_config() const override {
+    return {{"name", name()}, {"pool_size", pool_size_}, {"strides", strides_}, {"padding", padding_}};
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Pool2dOptions options{.pool_size = pool_size_, .strides = strides_, .padding = padding_};
@@ -281,6 +362,7 @@ class ReshapeLayer : public LayerImpl {
     }
     return {out};
   }
+  nlohmann::json get_config() const override { return {{"name", name()}, {"target_shape", target_}}; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     std::vector<int64_t> shape = {inputs[0].dim(0)};
     shape.insert(shape.end(), target_.begin(), target_.end());
@@ -298,6 +380,7 @@ class ActivationLayer : public LayerImpl {
     check_activation(activation_);
   }
   std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override { return inputs; }
+  nlohmann::json get_config() const override { return {{"name", name()}, {"activation", activation_}}; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     return {apply_activation(activation_, inputs[0])};
   }
@@ -353,6 +436,7 @@ class ConcatenateLayer : public LayerImpl {
     }
     return {out};
   }
+  nlohmann::json get_config() const override { return {{"name", name()}, {"axis", axis_}}; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override { return {concat(inputs, axis_)}; }
 
  private:
@@ -367,6 +451,10 @@ class DropoutLayer : public LayerImpl {
       : LayerImpl("Dropout", name_or(options.name, "dropout")), rate_(rate) {
     if (!(rate >= 0 && rate < 1)) throw InvalidArgument(fmt::format("Dropout: rate must be in [0, 1), got {}", rate));
     if (options.seed) generator_ = std::make_unique<Generator>(*options.seed);
+    seed_ = options.seed;
+  }
+  nlohmann::json get_config() const override {
+    return {{"name", name()}, {"rate", rate_}, {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json()}};
   }
   std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override { return inputs; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool training) override {
@@ -376,6 +464,7 @@ class DropoutLayer : public LayerImpl {
 
  private:
   double rate_;
+  std::optional<uint64_t> seed_;
   std::unique_ptr<Generator> generator_;
 };
 
@@ -392,6 +481,14 @@ class BatchNormalizationLayer : public LayerImpl {
     }
     (void)known_last_dim(inputs[0], "the channels");
     return inputs;
+  }
+  nlohmann::json get_config() const override {
+    return {{"name", name()},
+            {"axis", options_.axis},
+            {"momentum", options_.momentum},
+            {"epsilon", options_.epsilon},
+            {"center", options_.center},
+            {"scale", options_.scale}};
   }
   void build(const std::vector<Dims>& inputs) override {
     const Shape channels{inputs[0].back()};
@@ -437,6 +534,9 @@ class LayerNormalizationLayer : public LayerImpl {
     (void)known_last_dim(inputs[0], "the normalized axis");
     return inputs;
   }
+  nlohmann::json get_config() const override {
+    return {{"name", name()}, {"axis", options_.axis}, {"epsilon", options_.epsilon}};
+  }
   void build(const std::vector<Dims>& inputs) override {
     gamma_ = add_weight("gamma", Shape{inputs[0].back()}, "ones");
     beta_ = add_weight("beta", Shape{inputs[0].back()}, "zeros");
@@ -469,6 +569,12 @@ class EmbeddingLayer : public LayerImpl {
     out.push_back(output_dim_);
     return {out};
   }
+  nlohmann::json get_config() const override {
+    return {{"name", name()},
+            {"input_dim", input_dim_},
+            {"output_dim", output_dim_},
+            {"embeddings_initializer", initializer_to_json(options_.embeddings_initializer)}};
+  }
   void build(const std::vector<Dims>&) override {
     embeddings_ = add_weight("embeddings", Shape{input_dim_, output_dim_}, options_.embeddings_initializer);
   }
@@ -489,6 +595,7 @@ class RescalingLayer : public LayerImpl {
   RescalingLayer(double scale, const RescalingOptions& options)
       : LayerImpl("Rescaling", name_or(options.name, "rescaling")), scale_(scale), offset_(options.offset) {}
   std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override { return inputs; }
+  nlohmann::json get_config() const override { return {{"name", name()}, {"scale", scale_}, {"offset", offset_}}; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     Tensor x = inputs[0];
     if (!is_floating(x.dtype())) x = cast(x, floatx());
@@ -509,6 +616,11 @@ class InputLayerImpl : public LayerImpl {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override { return inputs; }
   const Dims& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
+  nlohmann::json get_config() const override {
+    nlohmann::json batch_shape = {nullptr};
+    for (int64_t d : shape_) batch_shape.push_back(d < 0 ? nlohmann::json() : nlohmann::json(d));
+    return {{"name", name()}, {"batch_input_shape", batch_shape}, {"dtype", keras_dtype_name(dtype_)}};
+  }
 
  private:
   Dims shape_;
@@ -550,6 +662,121 @@ Layer Embedding(int64_t input_dim, int64_t output_dim, const EmbeddingOptions& o
 Layer Rescaling(double scale, const RescalingOptions& options) { return make_layer<RescalingLayer>(scale, options); }
 Layer InputLayer(const Dims& shape, DType dtype, const std::string& name) {
   return make_layer<InputLayerImpl>(shape, dtype, name);
+}
+
+DType dtype_from_keras_name(const std::string& name) {
+  for (const auto& [d, keras] : kKerasDTypes) {
+    if (name == keras) return d;
+  }
+  return parse_dtype(name);  // Nimbus's own names (f32, ...)
+}
+
+namespace {
+template <typename T>
+T value_or(const nlohmann::json& config, const char* key, T fallback) {
+  return config.contains(key) && !config[key].is_null() ? config[key].get<T>() : fallback;
+}
+
+std::array<int64_t, 2> pair_of(const nlohmann::json& value) {
+  if (value.is_number()) return {value.get<int64_t>(), value.get<int64_t>()};
+  const auto v = value.get<std::vector<int64_t>>();
+  if (v.size() != 2) throw InvalidArgument(fmt::format("expected two sizes, got {}", value.dump()));
+  return {v[0], v[1]};
+}
+
+Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
+  const std::string name = value_or<std::string>(c, "name", "");
+  const NamedOptions named{.name = name};
+  if (class_name == "Dense") {
+    DenseOptions o;
+    o.activation = value_or<std::string>(c, "activation", "linear");
+    o.use_bias = value_or(c, "use_bias", true);
+    if (c.contains("kernel_initializer")) o.kernel_initializer = initializer_from_json(c["kernel_initializer"]);
+    if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
+    if (c.contains("kernel_regularizer")) o.kernel_regularizer = regularizer_from_json(c["kernel_regularizer"]);
+    o.name = name;
+    return Dense(c.at("units").get<int64_t>(), o);
+  }
+  if (class_name == "Conv2D") {
+    Conv2DOptions o;
+    if (c.contains("strides")) o.strides = pair_of(c["strides"]);
+    o.padding = value_or<std::string>(c, "padding", "valid");
+    if (c.contains("dilation_rate")) o.dilation_rate = pair_of(c["dilation_rate"]);
+    o.activation = value_or<std::string>(c, "activation", "linear");
+    o.use_bias = value_or(c, "use_bias", true);
+    if (c.contains("kernel_initializer")) o.kernel_initializer = initializer_from_json(c["kernel_initializer"]);
+    if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
+    if (c.contains("kernel_regularizer")) o.kernel_regularizer = regularizer_from_json(c["kernel_regularizer"]);
+    o.name = name;
+    return Conv2D(c.at("filters").get<int64_t>(), pair_of(c.at("kernel_size")), o);
+  }
+  if (class_name == "MaxPooling2D" || class_name == "AveragePooling2D") {
+    Pooling2DOptions o;
+    if (c.contains("strides") && !c["strides"].is_null()) o.strides = pair_of(c["strides"]);
+    o.padding = value_or<std::string>(c, "padding", "valid");
+    o.name = name;
+    const auto pool = c.contains("pool_size") ? pair_of(c["pool_size"]) : std::array<int64_t, 2>{2, 2};
+    return class_name == "MaxPooling2D" ? MaxPooling2D(pool, o) : AveragePooling2D(pool, o);
+  }
+  if (class_name == "GlobalAveragePooling2D") return GlobalAveragePooling2D(named);
+  if (class_name == "Flatten") return Flatten(named);
+  if (class_name == "Reshape") return Reshape(c.at("target_shape").get<Dims>(), named);
+  if (class_name == "Activation") return Activation(c.at("activation").get<std::string>(), named);
+  if (class_name == "Add") return Add(named);
+  if (class_name == "Concatenate") return Concatenate({.axis = value_or<int64_t>(c, "axis", -1), .name = name});
+  if (class_name == "Dropout") {
+    DropoutOptions o;
+    if (c.contains("seed") && !c["seed"].is_null()) o.seed = c["seed"].get<uint64_t>();
+    o.name = name;
+    return Dropout(c.at("rate").get<double>(), o);
+  }
+  if (class_name == "BatchNormalization") {
+    BatchNormalizationOptions o;
+    o.axis =
+        c.contains("axis") && c["axis"].is_array() ? c["axis"][0].get<int64_t>() : value_or<int64_t>(c, "axis", -1);
+    o.momentum = value_or(c, "momentum", 0.99);
+    o.epsilon = value_or(c, "epsilon", 1e-3);
+    o.center = value_or(c, "center", true);
+    o.scale = value_or(c, "scale", true);
+    o.name = name;
+    return BatchNormalization(o);
+  }
+  if (class_name == "LayerNormalization") {
+    LayerNormalizationOptions o;
+    o.axis =
+        c.contains("axis") && c["axis"].is_array() ? c["axis"][0].get<int64_t>() : value_or<int64_t>(c, "axis", -1);
+    o.epsilon = value_or(c, "epsilon", 1e-3);
+    o.name = name;
+    return LayerNormalization(o);
+  }
+  if (class_name == "Embedding") {
+    EmbeddingOptions o;
+    if (c.contains("embeddings_initializer"))
+      o.embeddings_initializer = initializer_from_json(c["embeddings_initializer"]);
+    o.name = name;
+    return Embedding(c.at("input_dim").get<int64_t>(), c.at("output_dim").get<int64_t>(), o);
+  }
+  if (class_name == "Rescaling")
+    return Rescaling(c.at("scale").get<double>(), {.offset = value_or(c, "offset", 0.0), .name = name});
+  if (class_name == "InputLayer") {
+    const nlohmann::json& shape = c.contains("batch_input_shape") ? c["batch_input_shape"] : c.at("batch_shape");
+    Dims dims;
+    for (size_t i = 1; i < shape.size(); ++i) dims.push_back(shape[i].is_null() ? -1 : shape[i].get<int64_t>());
+    return InputLayer(dims, dtype_from_keras_name(value_or<std::string>(c, "dtype", "float32")), name);
+  }
+  throw InvalidArgument(fmt::format("unknown layer class '{}'", class_name),
+                        "Nimbus has Input(Layer), Dense, Conv2D, MaxPooling2D, AveragePooling2D, "
+                        "GlobalAveragePooling2D, Flatten, Reshape, Activation, Add, Concatenate, Dropout, "
+                        "BatchNormalization, LayerNormalization, Embedding, Rescaling");
+}
+}  // namespace
+
+Layer layer_from_config(const std::string& class_name, const nlohmann::json& config) {
+  try {
+    return make_from_config(class_name, config);
+  } catch (const nlohmann::json::exception& error) {
+    throw InvalidArgument(fmt::format("{} config {}: {}", class_name, config.dump(), error.what()));
+  }
 }
 
 // Sequential needs an InputLayer's declared shape and dtype.

@@ -10,6 +10,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/tensor/safetensors.h"
 
 namespace nimbus::nn {
 
@@ -277,6 +278,189 @@ std::string Model::summary_string() const {
 }
 
 void Model::summary() const { std::cout << summary_string() << std::flush; }
+
+// ---- serialization ----
+
+namespace {
+nlohmann::json layer_entry(const LayerImpl& layer) {
+  return {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
+}
+}  // namespace
+
+nlohmann::json Model::to_config() const {
+  const State& state = *state_;
+  nlohmann::json layers = nlohmann::json::array();
+  if (state.sequential) {
+    if (state.built()) layers.push_back(layer_entry(*state.inputs[0].node()->layer));
+    for (const Layer& layer : state.built() ? state.layers : state.stack) layers.push_back(layer_entry(*layer));
+    return {{"class_name", "Sequential"}, {"config", {{"name", state.name}, {"layers", layers}}}};
+  }
+  // Functional: every call of a layer is one of its nodes; references are [layer, node index, tensor index, {}].
+  std::unordered_map<const KerasTensor::Node*, int> node_index;
+  std::unordered_map<const LayerImpl*, size_t> entry_of;
+  for (const auto& node : state.nodes) {
+    const LayerImpl* layer = node->layer.get();
+    if (!entry_of.count(layer)) {
+      entry_of[layer] = layers.size();
+      nlohmann::json entry = layer_entry(*layer);
+      entry["name"] = layer->name();
+      entry["inbound_nodes"] = nlohmann::json::array();
+      layers.push_back(entry);
+    }
+    nlohmann::json& entry = layers[entry_of[layer]];
+    node_index[node.get()] = static_cast<int>(entry["inbound_nodes"].size());
+    nlohmann::json inbound = nlohmann::json::array();
+    for (const KerasTensor& input : node->inputs) {
+      inbound.push_back({input.node()->layer->name(), node_index.at(input.node().get()), input.output_index(),
+                         nlohmann::json::object()});
+    }
+    // An InputLayer's node has no inbound tensors; Keras writes an empty list for it.
+    entry["inbound_nodes"].push_back(inbound);
+  }
+  auto references = [&](const std::vector<KerasTensor>& tensors) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const KerasTensor& t : tensors) {
+      list.push_back({t.node()->layer->name(), node_index.at(t.node().get()), t.output_index()});
+    }
+    return list;
+  };
+  for (auto& entry : layers) {
+    if (entry["class_name"] == "InputLayer") entry["inbound_nodes"] = nlohmann::json::array();
+  }
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", state.name},
+            {"layers", layers},
+            {"input_layers", references(state.inputs)},
+            {"output_layers", references(state.outputs)}}}};
+}
+
+Model model_from_config(const nlohmann::json& json) {
+  try {
+    const std::string class_name = json.at("class_name").get<std::string>();
+    const nlohmann::json& config = json.at("config");
+    const std::string name = config.value("name", "");
+    if (class_name == "Sequential") {
+      Sequential model({}, name);
+      for (const auto& entry : config.at("layers")) {
+        model.add(layer_from_config(entry.at("class_name").get<std::string>(), entry.at("config")));
+      }
+      return model;
+    }
+    if (class_name != "Functional" && class_name != "Model") {
+      throw InvalidArgument(fmt::format("model class '{}' is neither Sequential nor Functional", class_name));
+    }
+    // Each layer's nodes are rebuilt once their inputs exist; passes repeat until nothing is left.
+    struct Pending {
+      Layer layer;
+      nlohmann::json nodes;
+      size_t next = 0;
+    };
+    std::vector<Pending> pending;
+    std::unordered_map<std::string, std::vector<KerasTensor>> outputs;  // layer name -> one tensor per node
+    for (const auto& entry : config.at("layers")) {
+      const std::string layer_class = entry.at("class_name").get<std::string>();
+      nlohmann::json layer_config = entry.at("config");
+      if (layer_class == "InputLayer") {
+        const Layer input = layer_from_config(layer_class, layer_config);
+        const auto& shape = layer_config.contains("batch_input_shape") ? layer_config["batch_input_shape"]
+                                                                       : layer_config.at("batch_shape");
+        Dims dims;
+        for (size_t i = 1; i < shape.size(); ++i) dims.push_back(shape[i].is_null() ? -1 : shape[i].get<int64_t>());
+        outputs[input.name()] = {
+            Input(dims, dtype_from_keras_name(layer_config.value("dtype", "float32")), input.name())};
+        continue;
+      }
+      pending.push_back({layer_from_config(layer_class, layer_config), entry.at("inbound_nodes"), 0});
+    }
+    auto resolve = [&](const nlohmann::json& reference) -> std::optional<KerasTensor> {
+      const auto it = outputs.find(reference.at(0).get<std::string>());
+      const auto index = reference.at(1).get<size_t>();
+      if (it == outputs.end() || index >= it->second.size()) return std::nullopt;
+      return it->second[index];
+    };
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (Pending& p : pending) {
+        while (p.next < p.nodes.size()) {
+          nlohmann::json node = p.nodes[p.next];
+          // Keras 2 nests each node's references in a list; accept a single reference list too.
+          std::vector<KerasTensor> inputs;
+          bool ready = true;
+          for (const auto& reference : node) {
+            const auto tensor = resolve(reference);
+            if (!tensor) {
+              ready = false;
+              break;
+            }
+            inputs.push_back(*tensor);
+          }
+          if (!ready) break;
+          outputs[p.layer.name()].push_back(inputs.size() == 1 ? p.layer(inputs[0]) : p.layer(inputs));
+          ++p.next;
+          progress = true;
+        }
+      }
+    }
+    for (const Pending& p : pending) {
+      if (p.next < p.nodes.size()) {
+        throw InvalidArgument(
+            fmt::format("model '{}': the inputs of layer '{}' never become available", name, p.layer.name()));
+      }
+    }
+    auto tensors = [&](const nlohmann::json& references) {
+      std::vector<KerasTensor> list;
+      for (const auto& reference : references) {
+        const auto tensor = resolve(reference);
+        if (!tensor) throw InvalidArgument(fmt::format("model '{}': unknown tensor {}", name, reference.dump()));
+        list.push_back(*tensor);
+      }
+      return list;
+    };
+    return Model(tensors(config.at("input_layers")), tensors(config.at("output_layers")), name);
+  } catch (const nlohmann::json::exception& error) {
+    throw InvalidArgument(fmt::format("malformed model config: {}", error.what()));
+  }
+}
+
+void Model::save(const std::string& path) const {
+  if (!built()) {
+    throw InvalidArgument(fmt::format("model '{}' is not built: its weights do not exist yet", name()),
+                          "call it on data first, or start it with an InputLayer");
+  }
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const Variable& variable : weights()) tensors.emplace_back(variable.name(), variable.value());
+  write_safetensors(path, tensors, {{"format", "nimbus"}, {"nimbus.model", to_config().dump()}});
+}
+
+Model load_model(const std::string& path) {
+  SafetensorsFile file = read_safetensors(path);
+  const auto architecture = file.metadata.find("nimbus.model");
+  if (architecture == file.metadata.end()) {
+    throw DataError(fmt::format("{}: no model architecture in the metadata (key 'nimbus.model')", path),
+                    "this file holds tensors only; build the model in code and load weights into it");
+  }
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(architecture->second);
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(fmt::format("{}: malformed model architecture: {}", path, error.what()));
+  }
+  Model model = model_from_config(config);
+  if (!model.built()) throw DataError(fmt::format("{}: the saved model has no input shape", path));
+  for (const Variable& variable : model.weights()) {
+    const auto it = file.tensors.find(variable.name());
+    if (it == file.tensors.end()) throw DataError(fmt::format("{}: no weight '{}'", path, variable.name()));
+    if (it->second.shape() != variable.shape() || it->second.dtype() != variable.dtype()) {
+      throw DataError(fmt::format("{}: weight '{}' is {} {}, the model expects {} {}", path, variable.name(),
+                                  dtype_name(it->second.dtype()), it->second.shape().to_string(),
+                                  dtype_name(variable.dtype()), variable.shape().to_string()));
+    }
+    Variable target = variable;
+    target.assign(it->second);
+  }
+  return model;
+}
 
 // ---- Sequential ----
 

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ class LayerImpl {
   virtual void build(const std::vector<Dims>& input_shapes) { (void)input_shapes; }
   // The computation, with ops (so it runs eagerly and traces into graphs alike).
   virtual std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool training) = 0;
+  // Keras's get_config(): the constructor's arguments by their Keras names, with "name";
+  // nn::layer_from_config(class_name(), get_config()) makes an equal, unbuilt layer.
+  virtual nlohmann::json get_config() const { return {{"name", name_}}; }
 
   // Checks and builds on the first call; later calls check nothing.
   void ensure_built(const std::vector<Dims>& input_shapes);

@@ -116,6 +116,12 @@ Layer Rescaling(double scale, const RescalingOptions& options = {});
 // The layer behind Input(): Sequential models can start with it.
 Layer InputLayer(const Dims& shape, DType dtype = DType::kF32, const std::string& name = "");
 
+// A layer from its class name and Keras config (LayerImpl::get_config's form; Keras's own
+// to_json() layer entries are read too, their unknown keys ignored).
+Layer layer_from_config(const std::string& class_name, const nlohmann::json& config);
+// "float32", "int64", ... (Keras's dtype names) to a DType; Nimbus's own names work too.
+DType dtype_from_keras_name(const std::string& name);
+
 // The named activation applied to x (InvalidArgument for an unknown name).
 Tensor apply_activation(const std::string& activation, const Tensor& x);
 

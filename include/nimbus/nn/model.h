@@ -20,6 +20,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,14 @@ class Model {
   std::vector<KerasTensor> inputs() const;
   std::vector<KerasTensor> outputs() const;
 
+  // Keras's to_json() form: {"class_name": "Sequential" or "Functional", "config": {"name", "layers", ...}}
+  // (functional models list each layer's "inbound_nodes" and the model's "input_layers" and "output_layers").
+  nlohmann::json to_config() const;
+  // Keras's model.save: one safetensors file holding every weight (by variable name, "dense/kernel")
+  // and, in its metadata, the architecture (key "nimbus.model", to_config() as JSON text). Written
+  // atomically. load_model(path) rebuilds the model and loads the weights.
+  void save(const std::string& path) const;
+
   // Keras's summary table; `line_length` as in Keras (65 for Sequential, 98 with a "Connected to" column).
   std::string summary_string() const;
   void summary() const;  // prints summary_string() to stdout
@@ -63,6 +72,11 @@ class Model {
   explicit Model(std::shared_ptr<State> state);
   std::shared_ptr<State> state_;
 };
+
+// A model from Model::to_config()'s form (also Keras's to_json() output for the layers Nimbus has).
+Model model_from_config(const nlohmann::json& config);
+// The model saved by Model::save, with its weights.
+Model load_model(const std::string& path);
 
 class Sequential : public Model {
  public:
