@@ -167,7 +167,17 @@ Trainer::Trainer(nn::Model model, CompileOptions options)
 }
 
 Trainer::~Trainer() = default;
-Trainer::Trainer(Trainer&&) noexcept = default;
+// The traced steps capture `this`: a moved-to trainer makes its own (they trace again on first use).
+Trainer::Trainer(Trainer&& other) noexcept
+    : stop_training(other.stop_training),
+      params(other.params),
+      model_(std::move(other.model_)),
+      options_(std::move(other.options_)),
+      metrics_(std::move(other.metrics_)),
+      loss_mean_(std::move(other.loss_mean_)),
+      steps_(std::make_unique<Steps>()) {
+  steps_->train_traces_before = other.train_step_traces();
+}
 
 std::vector<std::string> Trainer::metric_names() const {
   std::vector<std::string> names = {"loss"};

@@ -121,6 +121,7 @@ class Trainer {
   Trainer(nn::Model model, CompileOptions options);
   ~Trainer();
   Trainer(Trainer&&) noexcept;
+  Trainer& operator=(Trainer&&) = delete;
 
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
   // Loss and metrics over (x, y), by Keras name.
