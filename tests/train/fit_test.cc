@@ -190,6 +190,20 @@ TEST(Fit, RejectsBadArguments) {
   EXPECT_THROW(train::compile(model, {.optimizer = train::SGD()}), InvalidArgument);
 }
 
+TEST(Fit, AMovedTrainerKeepsTraining) {
+  const Problem data = make_problem(64);
+  nn::Sequential model = make_mlp();
+  std::vector<train::Trainer> trainers;
+  trainers.push_back(train::compile(model, sgd_options()));
+  const double first = trainers[0].train_on_batch(data.x, data.y).at("loss");
+  trainers.reserve(8);  // moves the trainer: its traced steps captured the old address
+  double last = first;
+  for (int i = 0; i < 5; ++i) last = trainers[0].train_on_batch(data.x, data.y).at("loss");
+  EXPECT_LT(last, first);
+  EXPECT_EQ(trainers[0].train_step_traces(), 2);  // traced again after the move
+  EXPECT_EQ(trainers[0].optimizer().iterations().value().item<int64_t>(), 6);
+}
+
 TEST(Fit, CallbacksCanStopTraining) {
   struct StopAfterTwo : train::Callback {
     std::vector<int> seen;
