@@ -91,6 +91,10 @@ Optimizer::~Optimizer() = default;
 void Optimizer::build(const std::vector<Variable>& variables) {
   if (built_) return;
   iterations_ = Variable(Tensor::scalar<int64_t>(0), name_ + "/iterations", false);
+  // A constant rate lives in a variable, so callbacks can change it between steps of a traced step function.
+  if (!learning_rate_.is_schedule()) {
+    learning_rate_value_ = Variable(Tensor::scalar<double>(learning_rate_.at(0)), name_ + "/learning_rate", false);
+  }
   for (size_t i = 0; i < variables.size(); ++i) {
     variable_ids_.push_back(variables[i].value().id());
     build_slots(i, variables[i]);
@@ -111,7 +115,16 @@ std::vector<Variable> Optimizer::variables() const {
 }
 
 double Optimizer::current_learning_rate() const {
+  if (learning_rate_value_.defined()) return learning_rate_value_.value().item<double>();
   return learning_rate_.at(built_ ? iterations_.value().item<int64_t>() : 0);
+}
+
+void Optimizer::set_learning_rate(double value) {
+  if (learning_rate_.is_schedule()) {
+    throw InvalidArgument(fmt::format("{}: the learning rate follows a schedule and cannot be set", name_));
+  }
+  learning_rate_ = LearningRate(value);
+  if (learning_rate_value_.defined()) learning_rate_value_.assign(Tensor::scalar<double>(value));
 }
 
 std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradients) const {
@@ -159,7 +172,7 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients, const std:
   }
   const std::vector<Tensor> clipped = clip_gradients(gradients);
   const Tensor iterations = cast(iterations_.value(), DType::kF64);
-  const Tensor lr = learning_rate_(iterations);
+  const Tensor lr = learning_rate_value_.defined() ? learning_rate_value_.value() : learning_rate_(iterations);
   const Tensor step = iterations + 1.0;
   for (size_t i = 0; i < variables.size(); ++i) {
     if (!clipped[i].defined()) continue;

@@ -363,7 +363,7 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       std::shuffle(order.begin(), order.end(), rng);
     }
     reset_metrics();
-    for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t step = 0; step < steps && !stop_training; ++step) {
       const auto begin = order.begin() + step * options.batch_size;
       const auto end = order.begin() + std::min(samples, (step + 1) * options.batch_size);
       const std::vector<int64_t> indices(begin, end);

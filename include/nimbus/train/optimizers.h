@@ -98,6 +98,9 @@ class Optimizer {
   const Variable& iterations() const { return iterations_; }
   // The rate the next update uses.
   double current_learning_rate() const;
+  // Replaces a constant rate (ReduceLROnPlateau, LearningRateScheduler); traced steps see the new
+  // value. InvalidArgument when the rate is a schedule.
+  void set_learning_rate(double value);
   // Slot variables ("m", "v", "momentum", ...) in creation order, for checkpoints.
   std::vector<Variable> variables() const;
 
@@ -117,6 +120,7 @@ class Optimizer {
   ClipOptions clip_;
   bool built_ = false;
   Variable iterations_;
+  Variable learning_rate_value_;  // f64 scalar, for constant rates
   std::vector<Variable> slots_;
   std::vector<uint64_t> variable_ids_;
 };

@@ -49,7 +49,8 @@ using Logs = std::map<std::string, double>;
 
 class Trainer;
 
-// Hooks into fit (Keras's Callback). `trainer->stop_training = true` ends fit after the current epoch.
+// Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
+// ends fit: after the current step when set during an epoch, its logs still reported.
 class Callback {
  public:
   virtual ~Callback() = default;
