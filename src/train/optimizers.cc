@@ -110,6 +110,7 @@ Variable Optimizer::add_slot(const Variable& variable, const std::string& slot_n
 
 std::vector<Variable> Optimizer::variables() const {
   std::vector<Variable> result = {iterations_};
+  if (learning_rate_value_.defined()) result.push_back(learning_rate_value_);
   result.insert(result.end(), slots_.begin(), slots_.end());
   return result;
 }

@@ -13,10 +13,12 @@
 
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
+#include "nimbus/base/rng.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
+#include "nimbus/tensor/safetensors.h"
 
 namespace nimbus::train {
 
@@ -309,6 +311,64 @@ Logs Trainer::current_logs(const std::string& prefix) const {
   logs[prefix + "loss"] = loss_mean_->result();
   for (const auto& metric : metrics_) logs[prefix + metric->name()] = metric->result();
   return logs;
+}
+
+void Trainer::save_checkpoint(const std::string& path, int epochs_done) const {
+  if (!model_.built()) throw InvalidArgument("save_checkpoint: the model is not built yet");
+  options_.optimizer->build(model_.trainable_weights());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const Variable& v : model_.weights()) tensors.emplace_back("model/" + v.name(), v.value());
+  for (const Variable& v : options_.optimizer->variables()) tensors.emplace_back("optimizer/" + v.name(), v.value());
+  const Generator& generator = default_generator();
+  write_safetensors(path, tensors,
+                    {{"format", "nimbus-checkpoint"},
+                     {"epochs_done", std::to_string(epochs_done)},
+                     {"rng_seed", std::to_string(generator.seed())},
+                     {"rng_offset", std::to_string(generator.offset())}});
+}
+
+int Trainer::restore_checkpoint(const std::string& path) {
+  SafetensorsFile file = read_safetensors(path);
+  if (file.metadata["format"] != "nimbus-checkpoint") {
+    throw DataError(fmt::format("{}: not a Nimbus training checkpoint", path));
+  }
+  if (!model_.built()) {
+    throw InvalidArgument("restore_checkpoint: build the model first (an InputLayer, or call it once)");
+  }
+  options_.optimizer->build(model_.trainable_weights());
+  // Matched by position, not by name: automatic layer names ("dense_4") differ between processes.
+  auto load = [&](const std::string& prefix, const std::vector<Variable>& variables) {
+    std::vector<std::string> keys;
+    for (const std::string& name : file.order) {
+      if (name.rfind(prefix, 0) == 0) keys.push_back(name);
+    }
+    if (keys.size() != variables.size()) {
+      throw DataError(
+          fmt::format("{}: {} tensors under '{}', the trainer has {}", path, keys.size(), prefix, variables.size()));
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Tensor& saved = file.tensors.at(keys[i]);
+      Variable variable = variables[i];
+      if (saved.shape() != variable.shape() || saved.dtype() != variable.dtype()) {
+        throw DataError(fmt::format("{}: '{}' is {} {}, but '{}' is {} {}", path, keys[i], dtype_name(saved.dtype()),
+                                    saved.shape().to_string(), variable.name(), dtype_name(variable.dtype()),
+                                    variable.shape().to_string()));
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Variable variable = variables[i];
+      variable.assign(file.tensors.at(keys[i]));
+    }
+  };
+  load("model/", model_.weights());
+  load("optimizer/", options_.optimizer->variables());
+  try {
+    default_generator().set_state(std::stoull(file.metadata.at("rng_seed")),
+                                  std::stoull(file.metadata.at("rng_offset")));
+    return std::stoi(file.metadata.at("epochs_done"));
+  } catch (const std::exception&) {
+    throw DataError(fmt::format("{}: malformed checkpoint metadata", path));
+  }
 }
 
 Logs Trainer::train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation) {

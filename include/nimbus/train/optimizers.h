@@ -101,7 +101,8 @@ class Optimizer {
   // Replaces a constant rate (ReduceLROnPlateau, LearningRateScheduler); traced steps see the new
   // value. InvalidArgument when the rate is a schedule.
   void set_learning_rate(double value);
-  // Slot variables ("m", "v", "momentum", ...) in creation order, for checkpoints.
+  // The step counter, the learning rate (when constant) and the slot variables ("m", "v",
+  // "momentum", ...) in creation order, for checkpoints.
   std::vector<Variable> variables() const;
 
   // Clipping as configured; exposed for tests.

@@ -136,6 +136,15 @@ class Trainer {
   Optimizer& optimizer() { return *options_.optimizer; }
   // The metric names in log order: "loss" first.
   std::vector<std::string> metric_names() const;
+  // Training checkpoints (safetensors, written atomically): the model's weights ("model/<variable>"),
+  // the optimizer's step and slots ("optimizer/<variable>"), restored by position (automatic layer
+  // names differ between processes) after checking every shape; in the metadata the epochs done and
+  // the default generator's (seed, offset). Restoring a checkpoint written after epoch e and fitting
+  // with initial_epoch = e and the same seed continues the run exactly (bit for bit with
+  // runtime.deterministic; layers with their own seeded generators restart them). Returns e.
+  void save_checkpoint(const std::string& path, int epochs_done) const;
+  int restore_checkpoint(const std::string& path);
+
   // How many times the train step has been traced (a test counts them).
   int train_step_traces() const;
 
