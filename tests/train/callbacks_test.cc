@@ -26,15 +26,6 @@ struct RecordRates : train::Callback {
   }
 };
 
-std::vector<double> flat(const nn::Model& model) {
-  std::vector<double> all;
-  for (const Variable& v : model.weights()) {
-    const auto values = values_of(v.value());
-    all.insert(all.end(), values.begin(), values.end());
-  }
-  return all;
-}
-
 // Wraps a callback so it sees `val_score` = values[epoch - 1].
 struct Scripted : train::Callback {
   std::shared_ptr<train::Callback> inner;
@@ -91,11 +82,11 @@ TEST(Callbacks, ReduceLROnPlateauAndSchedulerReachTheTracedStep) {
   // The traced step reads the new rate: one SGD step with rate r moves w by r * gradient.
   TinyRegression t;
   auto scheduler = train::LearningRateScheduler([](int epoch, double) { return epoch == 0 ? 0.0 : 0.1; });
-  const std::vector<double> before = flat(t.model);
+  const std::vector<double> before = flat_weights(t.model);
   t.trainer.fit(t.x, t.y, {.epochs = 1, .batch_size = 32, .verbose = 0, .callbacks = {scheduler}});
-  EXPECT_EQ(flat(t.model), before);  // epoch 1 ran at rate 0
+  EXPECT_EQ(flat_weights(t.model), before);  // epoch 1 ran at rate 0
   t.trainer.fit(t.x, t.y, {.epochs = 2, .batch_size = 32, .initial_epoch = 1, .verbose = 0, .callbacks = {scheduler}});
-  EXPECT_NE(flat(t.model), before);  // epoch 2 at rate 0.1, through the same traced step
+  EXPECT_NE(flat_weights(t.model), before);  // epoch 2 at rate 0.1, through the same traced step
   EXPECT_EQ(t.trainer.train_step_traces(), 1);
   EXPECT_THROW(train::SGD({.learning_rate = train::ExponentialDecay({})})->set_learning_rate(0.1), InvalidArgument);
 }

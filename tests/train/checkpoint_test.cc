@@ -27,15 +27,6 @@ struct TrainingRun {
                                                   .metrics = {"accuracy"}});
 };
 
-std::vector<double> flat(const nn::Model& model) {
-  std::vector<double> all;
-  for (const Variable& v : model.weights()) {
-    const auto values = values_of(v.value());
-    all.insert(all.end(), values.begin(), values.end());
-  }
-  return all;
-}
-
 TEST(Checkpoint, StoppedAndResumedRunEqualsTheUninterruptedOne) {
   Generator data_generator(21);
   const Tensor x = random_normal({100, 8}, 0, 1, DType::kF32, Device::cpu(), &data_generator);
@@ -65,8 +56,8 @@ TEST(Checkpoint, StoppedAndResumedRunEqualsTheUninterruptedOne) {
   rest.initial_epoch = epochs_done;
   const train::History history = second.trainer.fit(x, y, rest);
   EXPECT_EQ(history.epochs, (std::vector<int>{3, 4}));
-  EXPECT_EQ(flat(second.model), flat(straight.model));
-  EXPECT_GT(relative_norm_error(flat(second.model), flat(TrainingRun().model)), 1e-3);  // it trained
+  EXPECT_EQ(flat_weights(second.model), flat_weights(straight.model));
+  EXPECT_GT(relative_norm_error(flat_weights(second.model), flat_weights(TrainingRun().model)), 1e-3);  // it trained
 
   // A checkpoint of another model is refused with the tensor named.
   nn::Sequential other({nn::InputLayer({8}), nn::Dense(4)});

@@ -47,15 +47,6 @@ void copy_weights(const nn::Model& from, const nn::Model& to) {
   }
 }
 
-std::vector<double> flat_weights(const nn::Model& model) {
-  std::vector<double> all;
-  for (const Variable& v : model.weights()) {
-    const auto values = values_of(v.value());
-    all.insert(all.end(), values.begin(), values.end());
-  }
-  return all;
-}
-
 train::CompileOptions sgd_options() {
   return {.optimizer = train::SGD({.learning_rate = 0.1, .momentum = 0.9}),
           .loss = train::SparseCategoricalCrossentropy({.from_logits = true}),

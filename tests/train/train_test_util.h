@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nimbus/autodiff/variable.h"
+#include "nimbus/nn/model.h"
 #include "nimbus/tensor/tensor.h"
 
 namespace nimbus::testing {
@@ -31,6 +32,16 @@ inline double relative_error(const std::vector<double>& actual, const std::vecto
 inline double relative_error(const Tensor& actual, const Tensor& expected) {
   if (actual.shape() != expected.shape()) return INFINITY;
   return relative_error(values_of(actual), values_of(expected));
+}
+
+// Every weight of the model, flattened in order.
+inline std::vector<double> flat_weights(const nn::Model& model) {
+  std::vector<double> all;
+  for (const Variable& v : model.weights()) {
+    const std::vector<double> values = values_of(v.value());
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
 }
 
 // ||a - b|| / ||b|| (L2 over all elements).
