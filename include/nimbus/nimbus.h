@@ -10,6 +10,7 @@
 #include "nimbus/base/size_units.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/device/device.h"
+#include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"

@@ -11,13 +11,13 @@
 namespace nimbus {
 
 namespace {
-// Live variables' names by their tensor's id.
-struct NameRegistry {
+// Live variables by their tensor's id.
+struct VariableRegistry {
   std::mutex mutex;
-  std::unordered_map<uint64_t, std::string> names;
+  std::unordered_map<uint64_t, VariableInfo> variables;
 };
-NameRegistry& name_registry() {
-  static NameRegistry registry;
+VariableRegistry& variable_registry() {
+  static VariableRegistry registry;
   return registry;
 }
 }  // namespace
@@ -33,23 +33,23 @@ Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
   state_->value = initial_value.clone();
   state_->name = std::move(name);
   state_->trainable = trainable;
-  NameRegistry& registry = name_registry();
+  VariableRegistry& registry = variable_registry();
   std::lock_guard lock(registry.mutex);
-  registry.names[state_->value.id()] = state_->name;
+  registry.variables[state_->value.id()] = {state_->name, trainable};
 }
 
 Variable::State::~State() {
   if (!value.defined()) return;
-  NameRegistry& registry = name_registry();
+  VariableRegistry& registry = variable_registry();
   std::lock_guard lock(registry.mutex);
-  registry.names.erase(value.id());
+  registry.variables.erase(value.id());
 }
 
-std::optional<std::string> variable_name_of(const Tensor& tensor) {
-  NameRegistry& registry = name_registry();
+std::optional<VariableInfo> variable_info_of(const Tensor& tensor) {
+  VariableRegistry& registry = variable_registry();
   std::lock_guard lock(registry.mutex);
-  auto it = registry.names.find(tensor.id());
-  if (it == registry.names.end()) return std::nullopt;
+  auto it = registry.variables.find(tensor.id());
+  if (it == registry.variables.end()) return std::nullopt;
   return it->second;
 }
 

@@ -2,25 +2,34 @@
 
 namespace nimbus {
 
-void AllocationCounters::on_allocate(size_t bytes) {
-  const uint64_t now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  uint64_t peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+namespace {
+// Read on every allocation: the initial-exec model makes that a plain load
+// instead of a __tls_get_addr call (libnimbus is linked, not dlopen'ed, by
+// its programs; glibc keeps room for a byte of it even when dlopen'ed).
+[[gnu::tls_model("initial-exec")]] thread_local MemoryTag current_tag = MemoryTag::kUntagged;
+}  // namespace
+
+std::string_view memory_tag_name(MemoryTag tag) {
+  switch (tag) {
+    case MemoryTag::kUntagged: return "untagged";
+    case MemoryTag::kParameters: return "parameters";
+    case MemoryTag::kGradients: return "gradients";
+    case MemoryTag::kOptimizerSlots: return "optimizer slots";
+    case MemoryTag::kActivations: return "activations";
+    case MemoryTag::kWorkspace: return "workspace";
+    case MemoryTag::kInputBatches: return "input batches";
   }
-  count_.fetch_add(1, std::memory_order_relaxed);
+  return "?";
 }
 
-void AllocationCounters::on_deallocate(size_t bytes) { in_use_.fetch_sub(bytes, std::memory_order_relaxed); }
+AllocationTagScope::AllocationTagScope(MemoryTag tag) : previous_(current_tag) { current_tag = tag; }
+AllocationTagScope::~AllocationTagScope() { current_tag = previous_; }
+MemoryTag AllocationTagScope::current() { return current_tag; }
 
-AllocatorStats AllocationCounters::snapshot() const {
-  AllocatorStats stats;
-  stats.bytes_in_use = in_use_.load(std::memory_order_relaxed);
-  stats.peak_bytes_in_use = peak_.load(std::memory_order_relaxed);
-  stats.bytes_reserved = stats.bytes_in_use;
-  stats.num_allocations = count_.load(std::memory_order_relaxed);
-  return stats;
+double AllocatorStats::fragmentation() const {
+  const uint64_t free = free_bytes();
+  if (free == 0) return 0.0;
+  return 1.0 - static_cast<double>(largest_free_block) / static_cast<double>(free);
 }
-
-void AllocationCounters::reset_peak() { peak_.store(in_use_.load(std::memory_order_relaxed)); }
 
 }  // namespace nimbus

@@ -6,6 +6,7 @@
 #include "nimbus/base/rng.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/op_profile.h"
 
 namespace nimbus::graph {
 
@@ -83,7 +84,7 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> arguments) {
     }
     KernelContext context{*node.op, *attrs, inputs, outputs, stream};
     if (kernels_[i] == nullptr) kernels_[i] = &select_kernel(context);
-    kernels_[i]->fn(context);
+    run_kernel_profiled(*node.op, *kernels_[i], context);
   }
 
   std::vector<Tensor> results;

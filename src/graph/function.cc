@@ -54,7 +54,9 @@ class Tracer final : public OpInterceptor {
     }
     auto [it, inserted] = captures_.try_emplace(tensor.impl_ptr().get(), -1);
     if (inserted) {
-      it->second = graph_.add_capture(tensor, variable_name_of(tensor).value_or(""));
+      const std::optional<VariableInfo> variable = variable_info_of(tensor);
+      it->second = variable ? graph_.add_capture(tensor, variable->name, variable->trainable)
+                            : graph_.add_capture(tensor, "", false);
       captured_.push_back(tensor);  // keeps the impl alive, so its address stays unique
     }
     return {it->second, 0};
@@ -209,7 +211,7 @@ struct Function::State {
     dump_graph(graph, dump_name, "traced");
     entry.traced.optimized = graph;
     const bool jit = options.jit.value_or(runtime_options().jit);
-    graph::optimize(entry.traced.optimized, {.fuse_elementwise = jit});
+    graph::optimize(entry.traced.optimized, {.fuse_elementwise = jit, .fuse_matmul_epilogues = jit});
     dump_graph(entry.traced.optimized, dump_name, "optimized");
     entry.traced.plan = graph::plan_memory(entry.traced.optimized);
     entry.executor = std::make_unique<graph::Executor>(entry.traced.optimized, entry.traced.plan, signature.device);

@@ -24,11 +24,12 @@ int Graph::add_argument(int index, const TensorSpec& spec) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
-int Graph::add_capture(const Tensor& tensor, std::string name) {
+int Graph::add_capture(const Tensor& tensor, std::string name, bool trainable) {
   Node node{.kind = NodeKind::kCapture,
             .outputs = {{tensor.shape(), tensor.dtype()}},
             .value = tensor,
-            .name = std::move(name)};
+            .name = std::move(name),
+            .trainable = trainable};
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }
@@ -166,6 +167,15 @@ std::string Graph::to_dot(const std::string& name) const {
   }
   out += "}\n";
   return out;
+}
+
+int capture_of(const Graph& graph, ValueRef value) {
+  for (;;) {
+    const Node& node = graph.node(value.node);
+    if (node.kind == NodeKind::kCapture) return value.node;
+    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
+    value = node.inputs[0];
+  }
 }
 
 }  // namespace nimbus::graph

@@ -27,8 +27,11 @@ const OpSchema& kRelu = define_op({
     .infer = floating_unary_infer(),
     .gradient =
         [](const GradContext& ctx) {
+          // From the output (y > 0 exactly where x > 0), as torch does: the
+          // input then has no reader but relu, so graph fusion can fold it into
+          // the op that computes it (a matmul's or convolution's post-op).
           const Tensor g = ctx.grad_output(0);
-          return std::vector<Tensor>{where(greater(ctx.inputs[0], zeros_like(ctx.inputs[0])), g, zeros_like(g))};
+          return std::vector<Tensor>{where(greater(ctx.outputs[0], zeros_like(ctx.outputs[0])), g, zeros_like(g))};
         },
 });
 // NaN stays NaN (as in torch and TensorFlow): a diverged value must not turn into a zero.

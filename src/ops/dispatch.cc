@@ -6,6 +6,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/ops/op_profile.h"
 
 namespace nimbus {
 
@@ -77,7 +78,7 @@ const KernelDef& select_kernel(const KernelContext& context) {
 void run_kernel(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
   const Device device = inputs.empty() ? outputs[0].device() : inputs[0].device();
   KernelContext context{op, attrs, inputs, outputs, default_stream_for(device)};
-  select_kernel(context).fn(context);
+  run_kernel_profiled(op, select_kernel(context), context);
 }
 
 std::vector<Tensor> call_op(const OpSchema& op, std::span<const Tensor> inputs, const Attrs& attrs, Device device) {

@@ -1,4 +1,7 @@
-// Cases for matmul: every transpose combination, batches, broadcast batches.
+// Cases for matmul: every transpose combination, batches, broadcast batches;
+// fused_matmul: each activation, transposes, a batch, and sizes where oneDNN
+// blocks the product.
+#include "nimbus/ops/linalg.h"
 #include "op_cases.h"
 
 namespace nimbus::testing {
@@ -25,6 +28,24 @@ NIMBUS_OP_CASES(linalg) {
                  .inputs = {{p.a}, {p.b}},
                  .attrs = {{"transpose_a", p.ta}, {"transpose_b", p.tb}}});
   }
+  for (std::string_view activation : kMatmulActivations) {
+    add_op_case({.name = "fused_matmul_" + std::string(activation),
+                 .op = "fused_matmul",
+                 .inputs = {{{5, 7}}, {{7, 6}}, {{6}}},
+                 .attrs = {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string(activation)}}});
+  }
+  add_op_case({.name = "fused_matmul_ta_tb_relu",
+               .op = "fused_matmul",
+               .inputs = {{{7, 5}}, {{6, 7}}, {{6}}},
+               .attrs = {{"transpose_a", true}, {"transpose_b", true}, {"activation", std::string("relu")}}});
+  add_op_case({.name = "fused_matmul_batched_gelu",
+               .op = "fused_matmul",
+               .inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}},
+               .attrs = {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("gelu_tanh")}}});
+  add_op_case({.name = "fused_matmul_large_relu",
+               .op = "fused_matmul",
+               .inputs = {{{64, 200}}, {{200, 96}}, {{96}}},
+               .attrs = {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("relu")}}});
 }
 
 }  // namespace nimbus::testing

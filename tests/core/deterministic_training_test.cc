@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "nimbus/nimbus.h"
+#include "support/tensor_compare.h"
 
 namespace nimbus {
 namespace {
@@ -29,9 +30,7 @@ std::vector<Tensor> train_once(uint64_t seed) {
   return weights;
 }
 
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using nimbus::testing::bit_identical;
 
 TEST(DeterministicTraining, SameSeedGivesBitIdenticalWeights) {
   const std::vector<Tensor> first = train_once(7);

@@ -10,15 +10,14 @@
 
 #include "nimbus/base/logging.h"
 #include "nimbus/nimbus.h"
+#include "support/tensor_compare.h"
 
 namespace nimbus {
 namespace {
 
 using ::testing::HasSubstr;
 
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using nimbus::testing::bit_identical;
 
 TEST(Function, TracesOncePerSignatureAndMatchesEager) {
   auto body = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(relu(in[0] * 2.0 + in[1]), {1})}; };

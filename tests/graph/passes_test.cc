@@ -11,6 +11,7 @@
 #include "nimbus/graph/memory_plan.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/ops/registry.h"
+#include "support/tensor_compare.h"
 
 namespace nimbus::graph {
 namespace {
@@ -27,9 +28,7 @@ std::vector<Tensor> run(const Graph& graph, const std::vector<Tensor>& arguments
   return executor.run(arguments);
 }
 
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using nimbus::testing::bit_identical;
 
 int binary(Graph& g, const char* name, ValueRef a, ValueRef b, const TensorSpec& out) {
   return g.add_op(op(name), {}, {a, b}, {out});
@@ -174,6 +173,60 @@ TEST(InPlaceUpdates, KeepsTheCopyWhenTheOldValueIsReadInBetweenOrTheOpIsNotEleme
   g.add_op(op("assign"), {}, {{v, 0}, {product, 0}}, {});  // matmul reads v: no in-place
   g.outputs() = {{old_read, 0}};
   EXPECT_EQ(update_in_place(g), 0);
+}
+
+TEST(InPlaceUpdates, OneFusedNodeWritesSeveralVariables) {
+  // An optimizer step for w and its slot m as one fused node with two outputs.
+  Graph g;
+  const int grad = g.add_argument(0, f32({4}));
+  const int w = g.add_capture(ones({4}), "w");
+  const int m = g.add_capture(zeros({4}), "m");
+  const int next_m = binary(g, "add", {m, 0}, {grad, 0}, f32({4}));
+  const int next_w = binary(g, "sub", {w, 0}, {next_m, 0}, f32({4}));
+  g.add_op(op("assign"), {}, {{m, 0}, {next_m, 0}}, {});
+  g.add_op(op("assign"), {}, {{w, 0}, {next_w, 0}}, {});
+  EXPECT_EQ(fuse_elementwise(g), 1);
+  EXPECT_EQ(update_in_place(g), 2) << g.to_text();
+  g.compact();
+  EXPECT_EQ(g.op_count(), 1) << g.to_text();
+  run(g, {Tensor::from_vector<float>({1, 2, 3, 4}, {4})});
+  EXPECT_EQ(g.node(m).value.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(g.node(w).value.to_vector<float>(), (std::vector<float>{0, -1, -2, -3}));
+}
+
+// ---- update forwarding ----
+
+TEST(UpdateForwarding, LaterReadsReadTheAssignedValueAndUpdatesMoveToTheEnd) {
+  Graph g;
+  const int x = g.add_argument(0, f32({3}));
+  const int w = g.add_capture(Tensor::from_vector<float>({1, 2, 3}, {3}), "w");
+  const int next = binary(g, "mul", {w, 0}, {x, 0}, f32({3}));
+  g.add_op(op("assign"), {}, {{w, 0}, {next, 0}}, {});
+  const int after = binary(g, "add", {w, 0}, {x, 0}, f32({3}));  // reads the new w
+  g.outputs() = {{after, 0}};
+  Graph original = g;
+  const std::vector<Tensor> args = {Tensor::from_vector<float>({2, 2, 2}, {3})};
+  const Tensor expected = run(original, args)[0];
+  original.node(w).value.copy_from(Tensor::from_vector<float>({1, 2, 3}, {3}));
+
+  EXPECT_EQ(forward_updates(g), 1);
+  EXPECT_EQ(g.nodes().back().op->name, "assign") << g.to_text();
+  const Node& add = g.node(g.outputs()[0].node);
+  EXPECT_EQ(g.node(add.inputs[0].node).op->name, "mul") << "the read of w became a read of the assigned value";
+  EXPECT_TRUE(bit_identical(run(g, args)[0], expected));
+  EXPECT_EQ(g.node(w).value.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(UpdateForwarding, LeavesAGraphAloneWhenAViewOfAnUpdatedVariableIsReadAfterTheUpdate) {
+  Graph g;
+  const int w = g.add_capture(ones({2, 2}), "w");
+  const int view = g.add_op(op("reshape"), Attrs{{"shape", Shape{4}}}, {{w, 0}}, {f32({4})});
+  const int doubled = binary(g, "add", {w, 0}, {w, 0}, f32({2, 2}));
+  g.add_op(op("assign"), {}, {{w, 0}, {doubled, 0}}, {});
+  const int after = g.add_op(op("exp"), {}, {{view, 0}}, {f32({4})});  // sees the new w through the view
+  g.outputs() = {{after, 0}};
+  EXPECT_EQ(forward_updates(g), 0);
+  EXPECT_EQ(g.nodes().back().op->name, "exp");
 }
 
 // ---- memory planning ----

@@ -44,8 +44,13 @@ class Variable {
   std::shared_ptr<State> state_;
 };
 
-// The name of the live variable whose tensor this is, or nullopt (graph dumps
-// name captured variables with it).
-std::optional<std::string> variable_name_of(const Tensor& tensor);
+// What a live variable's tensor belongs to (graph dumps name captured
+// variables, and graph cost counts trainable ones as parameters).
+struct VariableInfo {
+  std::string name;
+  bool trainable = true;
+};
+// The variable whose tensor this is, or nullopt.
+std::optional<VariableInfo> variable_info_of(const Tensor& tensor);
 
 }  // namespace nimbus

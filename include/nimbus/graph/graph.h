@@ -40,6 +40,7 @@ struct Node {
   int argument = -1;  // kArgument: the function's input index
   Tensor value;       // kCapture: the outside tensor (by reference); kConstant: the owned value
   std::string name;   // kCapture: the variable's name when there is one
+  bool trainable = false;  // kCapture: a trainable variable (a parameter)
   // Per output: the capture node whose memory that output is written into (an
   // update folded into the op that computes it), or -1. Empty: none.
   std::vector<int> writes_into;
@@ -52,7 +53,8 @@ struct Node {
 class Graph {
  public:
   int add_argument(int index, const TensorSpec& spec);
-  int add_capture(const Tensor& tensor, std::string name);
+  // `trainable`: the capture is a trainable variable (a parameter).
+  int add_capture(const Tensor& tensor, std::string name, bool trainable = false);
   int add_constant(const Tensor& value);
   int add_op(const OpSchema& op, const Attrs& attrs, std::vector<ValueRef> inputs, std::vector<TensorSpec> outputs);
   // Appends a node as given (passes that rebuild a graph copy nodes with it).
@@ -81,6 +83,10 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueRef> outputs_;
 };
+
+// The capture node whose memory a value is (the capture itself, or a view of
+// it such as a reshape), or -1.
+int capture_of(const Graph& graph, ValueRef value);
 
 // "f32[32, 784]"
 std::string spec_to_string(const TensorSpec& spec);

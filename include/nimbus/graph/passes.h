@@ -21,6 +21,11 @@ int eliminate_dead_code(Graph& graph);
 // reshape of reshape -> one reshape.
 int simplify_algebra(Graph& graph);
 
+// Update forwarding: after assign(v, x), later reads of v read x, and the
+// assigns move to the end, so computations no longer wait on updates (an
+// optimizer's per-parameter chains fuse into one kernel). Skipped where a move
+// could change what a read sees. Returns the number of reads forwarded.
+int forward_updates(Graph& graph);
 // Elementwise fusion (the JIT switch): chains of elementwise ops of one shape
 // (their inputs may broadcast) become one fused_elementwise node carrying an
 // expression program, placed where the chain's last op was. A chain stops
@@ -29,6 +34,11 @@ int simplify_algebra(Graph& graph);
 // Returns the number of fused nodes made.
 int fuse_elementwise(Graph& graph);
 
+// Matmul epilogues (the JIT switch too): a matmul whose only reader adds a
+// 1-D bias, and the activation (relu, sigmoid, tanh, gelu) when it is that
+// add's only reader, become one fused_matmul node (oneDNN's bias and post-op).
+// Returns the number of fused_matmul nodes made.
+int fuse_matmul_epilogues(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
 // Returns the number of assigns folded.
@@ -36,14 +46,17 @@ int update_in_place(Graph& graph);
 
 struct PassOptions {
   bool fold_constants = true;
+  bool forward_updates = true;
   bool eliminate_common_subexpressions = true;
   bool simplify_algebra = true;
   bool fuse_elementwise = true;
+  bool fuse_matmul_epilogues = true;
   bool update_in_place = true;
 };
 
-// Runs the enabled passes in order (folding, simplification, CSE, dead code,
-// fusion) and compacts the graph.
+// Runs the enabled passes in order (update forwarding, folding,
+// simplification, CSE, dead code, matmul epilogues, elementwise fusion,
+// in-place updates) and compacts the graph.
 void optimize(Graph& graph, const PassOptions& options);
 
 }  // namespace nimbus::graph

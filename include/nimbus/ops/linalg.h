@@ -5,12 +5,29 @@
 //   matmul(x, w, true, false);             // x^T @ w, without materializing x^T
 //
 // Batch dimensions (all but the last two) broadcast like NumPy's.
+//
+//   fused_matmul(x, w, bias, "relu");      // relu(x @ w + bias) in one kernel
+//
+// fused_matmul is what graph fusion makes of a matmul followed by a bias add
+// and an activation (oneDNN's bias and post-op); the activation is one of
+// kMatmulActivations.
 #pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
 
 #include "nimbus/tensor/tensor.h"
 
 namespace nimbus {
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+inline constexpr std::array<std::string_view, 6> kMatmulActivations = {"none", "relu",      "sigmoid",
+                                                                       "tanh", "gelu_tanh", "gelu_erf"};
+// activation(op(a) @ op(b) + bias), bias of shape [n]; not differentiable
+// (graph fusion makes it after the gradients are built).
+Tensor fused_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const std::string& activation,
+                    bool transpose_a = false, bool transpose_b = false);
 
 }  // namespace nimbus

@@ -1,48 +1,28 @@
-// The CPU backend: host memory from aligned_alloc, a stream that runs work
+// The CPU backend: host memory from a BFC allocator, a stream that runs work
 // inline, plain memcpy for copies.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "nimbus/base/error.h"
-#include "nimbus/base/size_units.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/bfc_allocator.h"
 #include "nimbus/device/runtime.h"
 
 namespace nimbus {
 namespace {
 
-class CpuAllocator final : public Allocator {
- public:
-  std::string name() const override { return "cpu (aligned_alloc)"; }
-
-  void* allocate(size_t bytes) override {
-    // aligned_alloc wants a multiple of the alignment; zero bytes still gets a unique block.
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-    if (ptr == nullptr) {
-      throw OutOfMemory(fmt::format("host allocation of {} failed ({} in use by tensors)", format_bytes(bytes),
-                                    format_bytes(counters_.snapshot().bytes_in_use)),
-                        "lower fit.batch_size or use gradient accumulation");
-    }
-    counters_.on_allocate(bytes);
-    return ptr;
-  }
-
-  void deallocate(void* ptr, size_t bytes) override {
-    if (ptr == nullptr) return;
-    counters_.on_deallocate(bytes);
-    std::free(ptr);
-  }
-
-  AllocatorStats stats() const override { return counters_.snapshot(); }
-  void reset_peak() override { counters_.reset_peak(); }
-
- private:
-  AllocationCounters counters_;
-};
+// The CPU's BFC allocator in growth mode (or as NIMBUS_MEMORY_MODE /
+// NIMBUS_MEMORY_LIMIT say), made on first use so that a bad variable is an
+// InvalidArgument from the first allocation rather than a failure at load.
+// Never destroyed: tensors held by static objects may outlive any other
+// owner, and the process's exit hands the memory back anyway.
+BfcAllocator& cpu_allocator() {
+  static BfcAllocator* const allocator =
+      new BfcAllocator(Device::cpu().to_string(), make_host_sub_allocator(), apply_memory_environment({}));
+  return *allocator;
+}
 
 // Work on the CPU runs when it is enqueued, so every event has already happened.
 class CpuEvent final : public Event {
@@ -71,7 +51,7 @@ class CpuBackend final : public Backend {
                        dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
   }
 
-  Allocator& allocator(int) override { return allocator_; }
+  Allocator& allocator(int) override { return cpu_allocator(); }
   Stream& default_stream(int) override { return stream_; }
 
   void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t bytes, Stream&) override {
@@ -95,7 +75,6 @@ class CpuBackend final : public Backend {
     }
   }
 
-  CpuAllocator allocator_;
   CpuStream stream_;
 };
 

@@ -1,8 +1,12 @@
-// matmul on oneDNN: one primitive per (shapes, transposes, dtype), created once
-// and cached, so a training step pays only for execution.
+// matmul and fused_matmul on oneDNN: one primitive per (shapes, transposes,
+// dtype, bias, activation), created once and cached, so a training step pays
+// only for execution. fused_matmul's bias and activation are the primitive's
+// bias operand and eltwise post-op, applied while the output is in cache.
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "nimbus/ops/registry.h"
 #include "src/device/cpu/onednn.h"
@@ -42,14 +46,25 @@ struct Key {
   std::vector<int64_t> a_dims, b_dims;
   bool transpose_a, transpose_b;
   DType dtype;
-  auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype); }
+  bool bias = false;
+  std::string activation = "none";
+  auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype, bias, activation); }
   bool operator<(const Key& other) const { return tie() < other.tie(); }
 };
 
 struct CachedMatmul {
   dnnl::matmul primitive;
-  memory::desc a, b, c;
+  memory::desc a, b, bias, c;
 };
+
+// fused_matmul's activations as oneDNN eltwise algorithms.
+dnnl::algorithm eltwise_algorithm(const std::string& activation) {
+  if (activation == "relu") return dnnl::algorithm::eltwise_relu;
+  if (activation == "sigmoid") return dnnl::algorithm::eltwise_logistic;
+  if (activation == "tanh") return dnnl::algorithm::eltwise_tanh;
+  if (activation == "gelu_tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+  return dnnl::algorithm::eltwise_gelu_erf;
+}
 
 const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g) {
   static std::mutex mutex;
@@ -66,34 +81,59 @@ const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g
   entry.a = memory::desc(a_dims, dt, strides_for(a_dims, key.transpose_a));
   entry.b = memory::desc(b_dims, dt, strides_for(b_dims, key.transpose_b));
   entry.c = memory::desc(c_dims, dt, strides_for(c_dims, false));
-  NIMBUS_DNNL_CHECK(entry.primitive = dnnl::matmul(
-                        dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry.a, entry.b, entry.c), dnnl_engine())));
+  dnnl::primitive_attr attr;
+  if (key.activation != "none") {
+    dnnl::post_ops post_ops;
+    post_ops.append_eltwise(1.0f, eltwise_algorithm(key.activation), 0.0f, 0.0f);
+    attr.set_post_ops(post_ops);
+  }
+  if (key.bias) {
+    const memory::dims bias_dims = padded_dims(Shape{}, rank, 1, g.n);
+    entry.bias = memory::desc(bias_dims, dt, strides_for(bias_dims, false));
+  }
+  const dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(entry.a, entry.b, entry.bias, entry.c)
+                                           : dnnl::matmul::desc(entry.a, entry.b, entry.c);
+  NIMBUS_DNNL_CHECK(entry.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, dnnl_engine())));
   return cache.emplace(key, std::move(entry)).first->second;
 }
 
+// matmul, or fused_matmul with its bias (input 2) and activation.
 void onednn_matmul(KernelContext& ctx) {
   const Tensor& a = ctx.inputs[0];
   const Tensor& b = ctx.inputs[1];
-  const Key key{a.shape().to_vector(), b.shape().to_vector(), ctx.attrs.get_bool("transpose_a"),
-                ctx.attrs.get_bool("transpose_b"), a.dtype()};
+  const bool fused = ctx.inputs.size() == 3;
+  const Key key{a.shape().to_vector(),
+                b.shape().to_vector(),
+                ctx.attrs.get_bool("transpose_a"),
+                ctx.attrs.get_bool("transpose_b"),
+                a.dtype(),
+                fused,
+                fused ? ctx.attrs.get_string("activation") : "none"};
   const internal::MatmulGeometry g(a.shape(), b.shape(), key.transpose_a, key.transpose_b);
   const CachedMatmul& mm = get_matmul(key, g);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(mm.a, dnnl_engine(), a.raw_data())},
+                                       {DNNL_ARG_WEIGHTS, memory(mm.b, dnnl_engine(), b.raw_data())},
+                                       {DNNL_ARG_DST, memory(mm.c, dnnl_engine(), ctx.outputs[0].raw_data())}};
+  if (fused) args.emplace(DNNL_ARG_BIAS, memory(mm.bias, dnnl_engine(), ctx.inputs[2].raw_data()));
   dnnl::stream& stream = dnnl_stream();
-  NIMBUS_DNNL_CHECK(
-      mm.primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm.a, dnnl_engine(), a.raw_data())},
-                                    {DNNL_ARG_WEIGHTS, memory(mm.b, dnnl_engine(), b.raw_data())},
-                                    {DNNL_ARG_DST, memory(mm.c, dnnl_engine(), ctx.outputs[0].raw_data())}}));
+  NIMBUS_DNNL_CHECK(mm.primitive.execute(stream, args));
   stream.wait();
 }
+
+bool supports(const KernelContext& ctx) { return ctx.outputs[0].numel() > 0 && ctx.inputs[0].numel() > 0; }
 
 const bool kRegistered = register_kernel("matmul", {.name = "onednn",
                                                     .device = DeviceType::kCPU,
                                                     .dtypes = {DType::kF32},
                                                     .priority = 100,
                                                     .fn = onednn_matmul,
-                                                    .supports = [](const KernelContext& ctx) {
-                                                      return ctx.outputs[0].numel() > 0 && ctx.inputs[0].numel() > 0;
-                                                    }});
+                                                    .supports = supports}) &&
+                         register_kernel("fused_matmul", {.name = "onednn",
+                                                          .device = DeviceType::kCPU,
+                                                          .dtypes = {DType::kF32},
+                                                          .priority = 100,
+                                                          .fn = onednn_matmul,
+                                                          .supports = supports});
 
 }  // namespace
 }  // namespace nimbus::cpu

@@ -38,16 +38,6 @@ struct Cluster {
   bool open = true;
 };
 
-// The capture a value's memory belongs to (itself or through views such as reshape), or -1.
-int capture_of(const Graph& graph, ValueRef value) {
-  for (;;) {
-    const Node& node = graph.node(value.node);
-    if (node.kind == NodeKind::kCapture) return value.node;
-    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
-    value = node.inputs[0];
-  }
-}
-
 }  // namespace
 
 int fuse_elementwise(Graph& graph) {

@@ -4,27 +4,19 @@
 // output becomes the variable itself.
 //
 // Safe when, for assign(c, (P, k)) with c a capture:
-//   - only the assign reads output k of P;
+//   - only the assign reads output k of P, and no other output of P is
+//     written into c;
 //   - nothing between P and the assign reads c or a view of it (it would see
 //     the new value early) or writes c;
 //   - if P itself reads c, P is elementwise: each element is read before the
 //     same element is written.
+#include <algorithm>
 #include <map>
 
 #include "nimbus/graph/passes.h"
 
 namespace nimbus::graph {
 namespace {
-
-// The capture a value's memory belongs to (itself, or through views such as reshape), or -1.
-int capture_of(const Graph& graph, ValueRef value) {
-  for (;;) {
-    const Node& node = graph.node(value.node);
-    if (node.kind == NodeKind::kCapture) return value.node;
-    if (node.kind != NodeKind::kOp || !node.op->output_aliases_input) return -1;
-    value = node.inputs[0];
-  }
-}
 
 bool touches(const Graph& graph, const Node& node, int capture) {
   for (const ValueRef& input : node.inputs) {
@@ -56,7 +48,12 @@ int update_in_place(Graph& graph) {
     const ValueRef value = assign.inputs[1];
     if (graph.node(capture).kind != NodeKind::kCapture) continue;
     Node& producer = nodes[static_cast<size_t>(value.node)];
-    if (producer.kind != NodeKind::kOp || producer.has_side_effects() || readers[{value.node, value.output}] != 1) {
+    // A producer may already write other outputs into other variables (a
+    // fused optimizer step updates a weight and its slots), never two into one.
+    const bool writes_capture_already =
+        std::find(producer.writes_into.begin(), producer.writes_into.end(), capture) != producer.writes_into.end();
+    if (producer.kind != NodeKind::kOp || producer.op->has_side_effects || writes_capture_already ||
+        readers[{value.node, value.output}] != 1) {
       continue;
     }
     if (touches(graph, producer, capture) && producer.op->kind != OpKind::kElementwise) continue;

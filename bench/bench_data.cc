@@ -1,0 +1,105 @@
+// Input pipeline throughput: the issue-5 JPEG pipeline (read file -> decode ->
+// random crop 112 from 128x128 -> flip -> normalize -> batch 128 -> prefetch)
+// over generated JPEGs, with AUTOTUNE and with fixed parallelism, next to the
+// single-thread decode rate (the bound per core).
+//
+//   build/release/bench/bench_data [images=4000] [dir=/tmp/nimbus_bench_jpegs] [settings=1,2,-1]
+//
+// The images are made here (smooth gradients plus noise, quality 90); the
+// PyTorch DataLoader side of the comparison is later work (docs/data.md).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nimbus/data/dataset.h"
+#include "nimbus/data/decode.h"
+#include "nimbus/data/image_ops.h"
+
+namespace {
+
+using namespace nimbus;
+using namespace nimbus::data;
+
+void make_images(const std::string& dir, int count) {
+  std::filesystem::create_directories(dir);
+  if (std::filesystem::exists(dir + "/" + std::to_string(count - 1) + ".jpg")) return;
+  std::mt19937 rng(1);
+  const int size = 128;
+  std::vector<uint8_t> rgb(size * size * 3);
+  for (int i = 0; i < count; ++i) {
+    for (int y = 0; y < size; ++y) {
+      for (int x = 0; x < size; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          rgb[(y * size + x) * 3 + c] = static_cast<uint8_t>((x * (c + 1) + y * (3 - c) + i * 7 + rng() % 24) & 0xff);
+        }
+      }
+    }
+    std::ofstream(dir + "/" + std::to_string(i) + ".jpg", std::ios::binary)
+        << encode_jpeg(Tensor::from_vector<uint8_t>(rgb, {size, size, 3}), 90);
+  }
+}
+
+Element augment(const Element& e) {
+  const auto seed = static_cast<uint64_t>(e[0].item<int64_t>());
+  Tensor image = decode_image(read_file(tensor_string(e[1])), 3);
+  image = random_flip_left_right(random_crop(image, 112, 112, seed), seed + 1);
+  return Element{normalize(image, {0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f})};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int count = argc > 1 ? std::stoi(argv[1]) : 4000;
+  const std::string dir = argc > 2 ? argv[2] : "/tmp/nimbus_bench_jpegs";
+  make_images(dir, count);
+  std::vector<std::string> files;
+  for (int i = 0; i < count; ++i) files.push_back(dir + "/" + std::to_string(i) + ".jpg");
+
+  // The bound: decoding alone on one thread (files already in memory).
+  std::vector<Tensor> encoded;
+  for (const auto& f : files) encoded.push_back(read_file(f));
+  auto start = std::chrono::steady_clock::now();
+  for (const auto& bytes : encoded) decode_image(bytes, 3);
+  const double decode_rate = count / seconds_since(start);
+  fmt::print("{:<34} {:>10.0f} images/s\n", "libjpeg-turbo decode, 1 thread", decode_rate);
+
+  // Settings to run, in order (argv[3], e.g. "1,2,-1"; -1 = AUTOTUNE).
+  std::vector<int> settings = {1, 2, kAutotune};
+  if (argc > 3) {
+    settings.clear();
+    std::string list = argv[3];
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      settings.push_back(std::stoi(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+  }
+  for (int parallel : settings) {
+    Dataset ds = Dataset::list_files({dir + "/*.jpg"}, true, 1)
+                     .enumerate()
+                     .map(augment, parallel)
+                     .batch(128, true)
+                     .prefetch(kAutotune);
+    Iterator it = ds.iterator();
+    start = std::chrono::steady_clock::now();
+    int images = 0;
+    while (auto batch = it.next()) images += static_cast<int>((*batch)[0].dim(0));
+    const double rate = images / seconds_since(start);
+    fmt::print("{:<34} {:>10.0f} images/s ({:.2f} of one core's decode bound)\n",
+               parallel == kAutotune ? std::string("nimbus pipeline, AUTOTUNE")
+                                     : fmt::format("nimbus pipeline, parallel {}", parallel),
+               rate, rate / decode_rate);
+    if (parallel == kAutotune) fmt::print("{}", it.stats());
+  }
+  return 0;
+}

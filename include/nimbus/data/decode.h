@@ -1,0 +1,37 @@
+// Decoding bytes into tensors, for Dataset::map.
+//
+//   Tensor pixels = decode_raw(record_bytes, DType::kU8, {28, 28});  // little-endian values
+//   Tensor image  = decode_image(file_bytes);                  // JPEG or PNG -> u8 (H, W, C)
+//   Tensor gray   = decode_image(file_bytes, /*channels=*/1);  // converted to 1 channel
+//
+// decode_image tells JPEG from PNG by their magic bytes. channels: 0 keeps
+// the file's (JPEG: 1 or 3; PNG: 1-4, 16-bit samples scaled to 8), 1 = gray,
+// 3 = RGB, 4 = RGBA. Corrupt or truncated data is a DataError saying what
+// the decoder reported; `what` (a file name, a record) goes into the message.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nimbus/tensor/tensor.h"
+
+namespace nimbus::data {
+
+// Reinterprets the bytes of a u8 tensor (or a string) as `dtype` values
+// (little-endian) of `shape`; shape may hold one -1. A size mismatch is a
+// DataError.
+Tensor decode_raw(const Tensor& bytes, DType dtype, std::vector<int64_t> shape);
+Tensor decode_raw(std::string_view bytes, DType dtype, std::vector<int64_t> shape);
+
+Tensor decode_image(const Tensor& bytes, int channels = 0, const std::string& what = {});
+Tensor decode_image(std::string_view bytes, int channels = 0, const std::string& what = {});
+
+// Encodes a u8 (H, W, 1) or (H, W, 3) image as a JPEG (libjpeg-turbo),
+// quality 1-100: for making test and benchmark images.
+std::string encode_jpeg(const Tensor& image, int quality = 90);
+
+// Reads a whole file as a u8 string tensor (NotFound if missing).
+Tensor read_file(const std::string& path);
+
+}  // namespace nimbus::data

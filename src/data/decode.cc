@@ -1,0 +1,304 @@
+// decode_raw, decode_image (libjpeg-turbo, libpng) and read_file.
+#include "nimbus/data/decode.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+
+#include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
+
+namespace nimbus::data {
+namespace {
+
+std::string context(const std::string& what) { return what.empty() ? std::string("image") : "image '" + what + "'"; }
+
+// Converts interleaved u8 pixels from `from` to `to` channels (1, 2, 3, 4).
+Tensor convert_channels(const std::vector<uint8_t>& src, int64_t height, int64_t width, int from, int to) {
+  Tensor out = host_tensor(Shape{height, width, to}, DType::kU8);
+  auto* dst = out.data<uint8_t>();
+  const int64_t pixels = height * width;
+  if (from == to) {
+    std::memcpy(dst, src.data(), static_cast<size_t>(pixels * to));
+    return out;
+  }
+  for (int64_t p = 0; p < pixels; ++p) {
+    const uint8_t* s = src.data() + p * from;
+    uint8_t* d = dst + p * to;
+    uint8_t r, g, b, a = 255;
+    if (from <= 2) {
+      r = g = b = s[0];
+      if (from == 2) a = s[1];
+    } else {
+      r = s[0];
+      g = s[1];
+      b = s[2];
+      if (from == 4) a = s[3];
+    }
+    if (to == 1) {
+      // ITU-R BT.601 luma, as libjpeg and TensorFlow use.
+      d[0] = from <= 2 ? r : static_cast<uint8_t>((19595 * r + 38470 * g + 7471 * b + 32768) >> 16);
+    } else if (to == 3) {
+      d[0] = r;
+      d[1] = g;
+      d[2] = b;
+    } else {
+      d[0] = r;
+      d[1] = g;
+      d[2] = b;
+      d[3] = a;
+    }
+  }
+  return out;
+}
+
+struct JpegError {
+  jpeg_error_mgr manager;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr info) {
+  auto* error = reinterpret_cast<JpegError*>(info->err);
+  (*info->err->format_message)(info, error->message);
+  std::longjmp(error->jump, 1);
+}
+void jpeg_silent(j_common_ptr, int) {}
+
+Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what) {
+  jpeg_decompress_struct info{};
+  JpegError error{};
+  info.err = jpeg_std_error(&error.manager);
+  error.manager.error_exit = jpeg_error_exit;
+  error.manager.emit_message = jpeg_silent;
+  // Locals changed after setjmp are indeterminate after a longjmp: the
+  // pixel buffer lives behind a pointer that does not change.
+  auto buffer = std::make_unique<std::vector<uint8_t>>();
+  std::vector<uint8_t>& pixels = *buffer;
+  int64_t height = 0, width = 0;
+  int file_channels = 0;
+  if (setjmp(error.jump) != 0) {
+    jpeg_destroy_decompress(&info);
+    throw DataError(fmt::format("{}: corrupt JPEG: {}", context(what), error.message),
+                    "the file is damaged or not a JPEG; ignore_errors() skips such elements");
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = (channels == 1 || (channels == 0 && info.num_components == 1)) ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  height = info.output_height;
+  width = info.output_width;
+  file_channels = info.output_components;
+  pixels.resize(static_cast<size_t>(height * width * file_channels));
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = pixels.data() + static_cast<size_t>(info.output_scanline) * width * file_channels;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  const int to = channels == 0 ? file_channels : channels;
+  return convert_channels(pixels, height, width, file_channels, to);
+}
+
+struct PngSource {
+  std::string_view bytes;
+  size_t pos = 0;
+};
+
+void png_read_memory(png_structp png, png_bytep out, png_size_t size) {
+  auto* source = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (source->bytes.size() - source->pos < size) png_error(png, "the data ends early (truncated PNG)");
+  std::memcpy(out, source->bytes.data() + source->pos, size);
+  source->pos += size;
+}
+
+struct PngMessage {
+  char text[256] = {0};
+};
+void png_on_error(png_structp png, png_const_charp message) {
+  auto* m = static_cast<PngMessage*>(png_get_error_ptr(png));
+  std::snprintf(m->text, sizeof(m->text), "%s", message);
+  png_longjmp(png, 1);
+}
+void png_on_warning(png_structp, png_const_charp) {}
+
+Tensor decode_png(std::string_view bytes, int channels, const std::string& what) {
+  PngMessage message;
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &message, png_on_error, png_on_warning);
+  if (png == nullptr) throw OutOfMemory("decode_image: libpng cannot allocate its decoder");
+  png_infop info = png_create_info_struct(png);
+  PngSource source{bytes, 0};
+  auto buffers = std::make_unique<std::pair<std::vector<uint8_t>, std::vector<png_bytep>>>();
+  std::vector<uint8_t>& pixels = buffers->first;
+  std::vector<png_bytep>& rows = buffers->second;
+  png_uint_32 width = 0, height = 0;
+  int file_channels = 0;
+  if (setjmp(png_jmpbuf(png)) != 0) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw DataError(fmt::format("{}: corrupt PNG: {}", context(what), message.text),
+                    "the file is damaged or not a PNG; ignore_errors() skips such elements");
+  }
+  png_set_read_fn(png, &source, png_read_memory);
+  png_read_info(png, info);
+  width = png_get_image_width(png, info);
+  height = png_get_image_height(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  if (depth == 16) png_set_strip_16(png);
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  file_channels = png_get_channels(png, info);
+  const size_t row_bytes = png_get_rowbytes(png, info);
+  pixels.resize(row_bytes * height);
+  rows.resize(height);
+  for (png_uint_32 y = 0; y < height; ++y) rows[y] = pixels.data() + y * row_bytes;
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  const int to = channels == 0 ? file_channels : channels;
+  return convert_channels(pixels, height, width, file_channels, to);
+}
+
+}  // namespace
+
+Tensor decode_raw(std::string_view bytes, DType dtype, std::vector<int64_t> dims) {
+  const size_t item = dtype_size(dtype);
+  auto shape_text = [&] { return Shape(std::span<const int64_t>(dims)).to_string(); };
+  int unknown = -1;
+  int64_t known = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == -1 && unknown < 0) {
+      unknown = static_cast<int>(d);
+    } else if (dims[d] < 0) {
+      throw InvalidArgument("decode_raw: a shape may hold one -1 and no other negative dimension");
+    } else {
+      known *= dims[d];
+    }
+  }
+  if (unknown >= 0) {
+    dims[static_cast<size_t>(unknown)] = 0;
+    if (known == 0 || bytes.size() % (static_cast<size_t>(known) * item) != 0) {
+      throw DataError(fmt::format("decode_raw: {} bytes do not make whole {} values of shape {} (with -1 at axis {})",
+                                  bytes.size(), dtype_name(dtype), shape_text(), unknown));
+    }
+    dims[static_cast<size_t>(unknown)] = static_cast<int64_t>(bytes.size() / (static_cast<size_t>(known) * item));
+  }
+  const Shape shape{std::span<const int64_t>(dims)};
+  if (static_cast<size_t>(shape.numel()) * item != bytes.size()) {
+    throw DataError(fmt::format("decode_raw: {} bytes, but {} of shape {} need {}", bytes.size(), dtype_name(dtype),
+                                shape.to_string(), static_cast<size_t>(shape.numel()) * item),
+                    "check the dtype and shape the bytes were written with");
+  }
+  Tensor out = host_tensor(shape, dtype);
+  if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());  // x86-64: little-endian
+  return out;
+}
+
+Tensor decode_raw(const Tensor& bytes, DType dtype, std::vector<int64_t> shape) {
+  return decode_raw(tensor_string(bytes), dtype, std::move(shape));
+}
+
+Tensor decode_image(std::string_view bytes, int channels, const std::string& what) {
+  if (channels != 0 && channels != 1 && channels != 3 && channels != 4) {
+    throw InvalidArgument(fmt::format("decode_image: channels must be 0, 1, 3 or 4, got {}", channels));
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return decode_jpeg(bytes, channels, what);
+  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return decode_png(bytes, channels, what);
+  throw DataError(fmt::format("{}: neither JPEG nor PNG ({} bytes, first bytes do not match either signature)",
+                              context(what), bytes.size()),
+                  "decode_image reads JPEG and PNG files");
+}
+
+Tensor decode_image(const Tensor& bytes, int channels, const std::string& what) {
+  if (bytes.dtype() != DType::kU8) throw InvalidArgument("decode_image: expects encoded bytes (a u8 tensor)");
+  return decode_image(std::string_view(static_cast<const char*>(bytes.raw_data()), bytes.nbytes()), channels, what);
+}
+
+std::string encode_jpeg(const Tensor& image, int quality) {
+  if (image.dtype() != DType::kU8 || image.rank() != 3 || (image.dim(2) != 1 && image.dim(2) != 3)) {
+    throw InvalidArgument(fmt::format("encode_jpeg: expected a u8 (H, W, 1 or 3) image, got {} {}",
+                                      dtype_name(image.dtype()), image.shape().to_string()));
+  }
+  if (quality < 1 || quality > 100)
+    throw InvalidArgument(fmt::format("encode_jpeg: quality {} not in 1..100", quality));
+  jpeg_compress_struct info{};
+  JpegError error{};
+  info.err = jpeg_std_error(&error.manager);
+  error.manager.error_exit = jpeg_error_exit;
+  error.manager.emit_message = jpeg_silent;
+  // Written by libjpeg after setjmp: kept behind a pointer that does not change.
+  struct Destination {
+    unsigned char* data = nullptr;
+    unsigned long bytes = 0;
+    ~Destination() { std::free(data); }
+  };
+  auto destination = std::make_unique<Destination>();
+  if (setjmp(error.jump) != 0) {
+    jpeg_destroy_compress(&info);
+    throw InternalError(fmt::format("encode_jpeg: libjpeg failed: {}", error.message));
+  }
+  jpeg_create_compress(&info);
+  jpeg_mem_dest(&info, &destination->data, &destination->bytes);
+  info.image_height = static_cast<JDIMENSION>(image.dim(0));
+  info.image_width = static_cast<JDIMENSION>(image.dim(1));
+  info.input_components = static_cast<int>(image.dim(2));
+  info.in_color_space = image.dim(2) == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, quality, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  const auto* pixels = static_cast<const unsigned char*>(image.raw_data());
+  const size_t row_bytes = static_cast<size_t>(image.dim(1) * image.dim(2));
+  while (info.next_scanline < info.image_height) {
+    auto* row = const_cast<JSAMPROW>(pixels + info.next_scanline * row_bytes);
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  return std::string(reinterpret_cast<char*>(destination->data), destination->bytes);
+}
+
+Tensor read_file(const std::string& path) {
+  // POSIX calls: an ifstream costs more than reading a small image.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw NotFound(fmt::format("read_file: cannot open '{}': {}", path, std::strerror(errno)));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    throw DataError(fmt::format("read_file: cannot stat '{}': {}", path, std::strerror(errno)));
+  const auto size = static_cast<size_t>(info.st_size);
+  Tensor out = host_tensor(Shape{static_cast<int64_t>(size)}, DType::kU8);
+  auto* dst = static_cast<char*>(out.raw_data());
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(fd, dst + done, size - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw DataError(fmt::format("read_file: '{}' ended after {} of {} bytes{}", path, done, size,
+                                  got < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return out;
+}
+
+}  // namespace nimbus::data

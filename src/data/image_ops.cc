@@ -1,0 +1,183 @@
+// Image ops for Dataset::map: HWC, any dtype for data movement, f32 math.
+#include "nimbus/data/image_ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
+#include "src/data/pipeline.h"
+
+namespace nimbus::data {
+namespace {
+
+void check_hwc(const Tensor& image, const char* op) {
+  if (image.rank() != 3) {
+    throw InvalidArgument(fmt::format("{}: expected an (H, W, C) image, got shape {}", op, image.shape().to_string()),
+                          "decode_image returns (H, W, C); batch after the image ops");
+  }
+}
+
+Tensor as_f32(const Tensor& image) {
+  Tensor out = host_tensor(image.shape(), DType::kF32);
+  float* dst = out.data<float>();
+  if (image.dtype() == DType::kU8) {
+    const uint8_t* src = image.data<uint8_t>();
+    for (int64_t i = 0; i < image.numel(); ++i) dst[i] = static_cast<float>(src[i]) * (1.0f / 255.0f);
+    return out;
+  }
+  visit_dtype(image.dtype(), [&]<typename T>() {
+    const T* src = static_cast<const T*>(image.raw_data());
+    for (int64_t i = 0; i < image.numel(); ++i) dst[i] = static_cast<float>(to_double(src[i]));
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t height, int64_t width) {
+  check_hwc(image, "crop");
+  const int64_t h = image.dim(0), w = image.dim(1), c = image.dim(2);
+  if (top < 0 || left < 0 || height < 0 || width < 0 || top + height > h || left + width > w) {
+    throw InvalidArgument(fmt::format("crop: window ({}, {}) + ({}, {}) does not fit an image of shape {}", top, left,
+                                      height, width, image.shape().to_string()));
+  }
+  Tensor out = host_tensor(Shape{height, width, c}, image.dtype());
+  const size_t pixel = static_cast<size_t>(c) * dtype_size(image.dtype());
+  const auto* src = static_cast<const char*>(image.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t y = 0; y < height; ++y) {
+    std::memcpy(dst + static_cast<size_t>(y * width) * pixel, src + static_cast<size_t>((top + y) * w + left) * pixel,
+                static_cast<size_t>(width) * pixel);
+  }
+  return out;
+}
+
+Tensor random_crop(const Tensor& image, int64_t height, int64_t width, uint64_t seed) {
+  check_hwc(image, "random_crop");
+  if (height > image.dim(0) || width > image.dim(1)) {
+    throw InvalidArgument(fmt::format("random_crop: a ({}, {}) window is larger than the image {}", height, width,
+                                      image.shape().to_string()));
+  }
+  detail::Rng rng(detail::mix_seed(seed, 0x63726f70));
+  const int64_t top = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image.dim(0) - height + 1)));
+  const int64_t left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image.dim(1) - width + 1)));
+  return crop(image, top, left, height, width);
+}
+
+Tensor flip_left_right(const Tensor& image) {
+  check_hwc(image, "flip_left_right");
+  const int64_t h = image.dim(0), w = image.dim(1);
+  const size_t pixel = static_cast<size_t>(image.dim(2)) * dtype_size(image.dtype());
+  Tensor out = host_tensor(image.shape(), image.dtype());
+  const auto* src = static_cast<const char*>(image.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      std::memcpy(dst + static_cast<size_t>(y * w + x) * pixel, src + static_cast<size_t>(y * w + (w - 1 - x)) * pixel,
+                  pixel);
+    }
+  }
+  return out;
+}
+
+Tensor random_flip_left_right(const Tensor& image, uint64_t seed) {
+  detail::Rng rng(detail::mix_seed(seed, 0x666c6970));
+  return rng.below(2) == 1 ? flip_left_right(image) : image;
+}
+
+Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width) {
+  check_hwc(image, "resize_bilinear");
+  if (height < 1 || width < 1) {
+    throw InvalidArgument(fmt::format("resize_bilinear: target size ({}, {}) must be positive", height, width));
+  }
+  const int64_t h = image.dim(0), w = image.dim(1), c = image.dim(2);
+  Tensor src_f = image.dtype() == DType::kF32 ? image : as_f32(image);
+  const float scale_back = image.dtype() == DType::kU8 ? 255.0f : 1.0f;  // keep the u8 value range
+  const float* src = src_f.data<float>();
+  Tensor out = host_tensor(Shape{height, width, c}, DType::kF32);
+  float* dst = out.data<float>();
+  const float sy = static_cast<float>(h) / static_cast<float>(height);
+  const float sx = static_cast<float>(w) / static_cast<float>(width);
+  for (int64_t y = 0; y < height; ++y) {
+    const float fy = std::clamp((static_cast<float>(y) + 0.5f) * sy - 0.5f, 0.0f, static_cast<float>(h - 1));
+    const int64_t y0 = static_cast<int64_t>(fy), y1 = std::min(y0 + 1, h - 1);
+    const float dy = fy - static_cast<float>(y0);
+    for (int64_t x = 0; x < width; ++x) {
+      const float fx = std::clamp((static_cast<float>(x) + 0.5f) * sx - 0.5f, 0.0f, static_cast<float>(w - 1));
+      const int64_t x0 = static_cast<int64_t>(fx), x1 = std::min(x0 + 1, w - 1);
+      const float dx = fx - static_cast<float>(x0);
+      for (int64_t k = 0; k < c; ++k) {
+        const float a = src[(y0 * w + x0) * c + k], b = src[(y0 * w + x1) * c + k];
+        const float d = src[(y1 * w + x0) * c + k], e = src[(y1 * w + x1) * c + k];
+        const float top = a + (b - a) * dx, bottom = d + (e - d) * dx;
+        dst[(y * width + x) * c + k] = (top + (bottom - top) * dy) * scale_back;
+      }
+    }
+  }
+  return out;
+}
+
+Tensor convert_image_dtype(const Tensor& image, DType dtype) {
+  if (image.dtype() == dtype) return image;
+  if (image.dtype() == DType::kU8 && is_floating(dtype)) return as_f32(image).to(dtype);
+  if (is_floating(image.dtype()) && dtype == DType::kU8) {
+    Tensor f = image.dtype() == DType::kF32 ? image : image.to(DType::kF32);
+    Tensor out = host_tensor(image.shape(), DType::kU8);
+    const float* src = f.data<float>();
+    uint8_t* dst = out.data<uint8_t>();
+    for (int64_t i = 0; i < image.numel(); ++i) {
+      dst[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(src[i] * 255.0f), 0.0f, 255.0f));
+    }
+    return out;
+  }
+  if (is_floating(image.dtype()) && is_floating(dtype)) return image.to(dtype);
+  throw InvalidArgument(fmt::format("convert_image_dtype: {} to {} is not an image conversion",
+                                    dtype_name(image.dtype()), dtype_name(dtype)),
+                        "convert between u8 and floating dtypes, or use Tensor::to for plain casts");
+}
+
+Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std::vector<float>& std) {
+  check_hwc(image, "normalize");
+  const int64_t c = image.dim(2);
+  if (static_cast<int64_t>(mean.size()) != c || static_cast<int64_t>(std.size()) != c) {
+    throw InvalidArgument(
+        fmt::format("normalize: {} channels, but {} means and {} standard deviations", c, mean.size(), std.size()));
+  }
+  // One pass, value * scale[k] + shift[k], over blocks of 16 pixels whose
+  // per-position scale and shift are precomputed: the inner loop has no
+  // modulo and vectorizes.
+  const bool from_u8 = image.dtype() == DType::kU8;
+  const Tensor source = from_u8 || image.dtype() == DType::kF32 ? image : image.to(DType::kF32);
+  const int64_t block = 16 * c;
+  std::vector<float> scale(static_cast<size_t>(block)), shift(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) {
+    const auto k = static_cast<size_t>(j % c);
+    scale[static_cast<size_t>(j)] = (from_u8 ? 1.0f / 255.0f : 1.0f) / std[k];
+    shift[static_cast<size_t>(j)] = -mean[k] / std[k];
+  }
+  Tensor out = host_tensor(image.shape(), DType::kF32);
+  float* dst = out.data<float>();
+  const int64_t n = image.numel();
+  auto run = [&](const auto* src) {
+    int64_t i = 0;
+    for (; i + block <= n; i += block) {
+      for (int64_t j = 0; j < block; ++j) {
+        dst[i + j] = static_cast<float>(src[i + j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+      }
+    }
+    for (int64_t j = 0; i < n; ++i, ++j) {
+      dst[i] = static_cast<float>(src[i]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+    }
+  };
+  if (from_u8)
+    run(source.data<uint8_t>());
+  else
+    run(source.data<float>());
+  return out;
+}
+
+}  // namespace nimbus::data
