@@ -1,0 +1,128 @@
+// The built-in layers, with Keras's names, arguments and defaults. Each
+// function returns a new layer; options are designated initializers.
+//
+//   nn::Dense(128, {.activation = "relu", .kernel_regularizer = nn::L2(1e-4)});
+//   nn::Conv2D(32, {3, 3}, {.padding = "same", .activation = "relu"});
+//   nn::MaxPooling2D({2, 2});
+//   nn::Dropout(0.25);
+//   nn::BatchNormalization();
+//
+// Images are NHWC (channels last, Keras's default). Activations by name:
+// linear, relu, sigmoid, tanh, softmax, log_softmax, gelu, softplus, silu (swish).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "nimbus/nn/layer.h"
+
+namespace nimbus::nn {
+
+// y = activation(x w + b), on the last axis of x.
+struct DenseOptions {
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer{};
+  std::string name{};
+};
+Layer Dense(int64_t units, const DenseOptions& options = {});
+
+// 2-D convolution over NHWC input with a (KH, KW, C, filters) kernel.
+struct Conv2DOptions {
+  std::array<int64_t, 2> strides{1, 1};
+  std::string padding = "valid";  // or "same"
+  std::array<int64_t, 2> dilation_rate{1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer{};
+  std::string name{};
+};
+Layer Conv2D(int64_t filters, std::array<int64_t, 2> kernel_size, const Conv2DOptions& options = {});
+
+struct Pooling2DOptions {
+  std::optional<std::array<int64_t, 2>> strides{};  // default: pool_size
+  std::string padding = "valid";
+  std::string name{};
+};
+Layer MaxPooling2D(std::array<int64_t, 2> pool_size = {2, 2}, const Pooling2DOptions& options = {});
+Layer AveragePooling2D(std::array<int64_t, 2> pool_size = {2, 2}, const Pooling2DOptions& options = {});
+
+struct NamedOptions {
+  std::string name{};
+};
+// Mean over the spatial axes: (N, H, W, C) -> (N, C).
+Layer GlobalAveragePooling2D(const NamedOptions& options = {});
+// (N, ...) -> (N, product of the rest).
+Layer Flatten(const NamedOptions& options = {});
+// (N, ...) -> (N, target_shape...); one entry of target_shape may be -1.
+Layer Reshape(const Dims& target_shape, const NamedOptions& options = {});
+Layer Activation(const std::string& activation, const NamedOptions& options = {});
+// Elementwise sum of two or more inputs of one shape.
+Layer Add(const NamedOptions& options = {});
+
+struct ConcatenateOptions {
+  int64_t axis = -1;
+  std::string name{};
+};
+Layer Concatenate(const ConcatenateOptions& options = {});
+
+struct DropoutOptions {
+  std::optional<uint64_t> seed{};  // default: draws from the default generator
+  std::string name{};
+};
+// Training only: zeroes inputs with probability `rate`, scales the rest by 1 / (1 - rate).
+Layer Dropout(double rate, const DropoutOptions& options = {});
+
+struct BatchNormalizationOptions {
+  int64_t axis = -1;  // the channel axis; only the last axis is supported
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  std::string name{};
+};
+// Training: normalizes with the batch's statistics and updates the moving ones
+// (moving = moving * momentum + batch * (1 - momentum), biased variance as in
+// Keras); inference: normalizes with the moving statistics.
+Layer BatchNormalization(const BatchNormalizationOptions& options = {});
+
+struct LayerNormalizationOptions {
+  int64_t axis = -1;  // only the last axis is supported
+  double epsilon = 1e-3;
+  std::string name{};
+};
+Layer LayerNormalization(const LayerNormalizationOptions& options = {});
+
+struct EmbeddingOptions {
+  Initializer embeddings_initializer{"uniform"};
+  std::string name{};
+};
+// Integer ids (N, ...) -> (N, ..., output_dim); the table starts uniform in [-0.05, 0.05].
+Layer Embedding(int64_t input_dim, int64_t output_dim, const EmbeddingOptions& options = {});
+
+struct RescalingOptions {
+  double offset = 0;
+  std::string name{};
+};
+// x * scale + offset (integer inputs, such as u8 pixels, are cast to floatx() first).
+Layer Rescaling(double scale, const RescalingOptions& options = {});
+
+// The layer behind Input(): Sequential models can start with it.
+Layer InputLayer(const Dims& shape, DType dtype = DType::kF32, const std::string& name = "");
+
+// A layer from its class name and Keras config (LayerImpl::get_config's form; Keras's own
+// to_json() layer entries are read too, their unknown keys ignored).
+Layer layer_from_config(const std::string& class_name, const nlohmann::json& config);
+// "float32", "int64", ... (Keras's dtype names) to a DType; Nimbus's own names work too.
+DType dtype_from_keras_name(const std::string& name);
+
+// The named activation applied to x (InvalidArgument for an unknown name).
+Tensor apply_activation(const std::string& activation, const Tensor& x);
+
+}  // namespace nimbus::nn

@@ -1,0 +1,184 @@
+// compile / fit / evaluate / predict: Keras's training loop for nn::Model.
+//
+//   nn::Sequential model({nn::InputLayer({28, 28, 1}), nn::Flatten(),
+//                         nn::Dense(256, {.activation = "relu"}), nn::Dense(10)});
+//   train::Trainer trainer = train::compile(model, {
+//       .optimizer = train::Adam({.learning_rate = 1e-3}),
+//       .loss = train::SparseCategoricalCrossentropy({.from_logits = true}),
+//       .metrics = {"accuracy"}});
+//   train::History history = trainer.fit(x_train, y_train, {
+//       .epochs = 5, .batch_size = 128, .validation_data = {{x_test, y_test}}});
+//   auto scores = trainer.evaluate(x_test, y_test);   // {"loss": ..., "accuracy": ...}
+//   Tensor logits = trainer.predict(x_test);
+//
+// Keras puts compile and fit on the model; here they live on a Trainer the
+// model is compiled into, because the nn layer comes before train (models
+// know nothing of optimizers and losses).
+//
+// fit traces its train step with nimbus::function (graph mode, with fusion
+// when runtime.jit is on) unless runtime.graph or FitOptions::graph is false,
+// in which case every step runs eagerly. The batch dimension is dynamic, so a
+// smaller last batch runs eagerly instead of tracing again.
+//
+// A step: the batch of batch_size samples is split into gradient_accumulation
+// micro-batches; each micro-batch's loss (plus the layers' regularization) is
+// weighted by its share of the batch, their gradients are summed, and the
+// optimizer updates once: the update equals one step on the whole batch.
+// The reported "loss" is the mean over the epoch's samples of that loss.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nimbus/nn/model.h"
+#include "nimbus/train/losses.h"
+#include "nimbus/train/metrics.h"
+#include "nimbus/train/optimizers.h"
+
+namespace nimbus::train {
+
+// Keras metric names -> values ("loss", "accuracy", "val_loss", ...).
+using Logs = std::map<std::string, double>;
+
+class Trainer;
+
+// Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
+// ends fit: after the current step when set during an epoch, its logs still reported.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(Trainer&) {}
+  virtual void on_epoch_begin(Trainer&, int /*epoch*/) {}
+  virtual void on_train_batch_end(Trainer&, int64_t /*step*/, const Logs&) {}
+  virtual void on_epoch_end(Trainer&, int /*epoch*/, const Logs&) {}
+  virtual void on_train_end(Trainer&) {}
+};
+
+// Keras's progress bar. verbose 1: "Epoch 3/10" and a bar rewritten in place on
+// a terminal (one plain line per epoch elsewhere); verbose 2: one line per epoch.
+//   469/469 [==============================] - 4s 8ms/step - loss: 0.3120 - accuracy: 0.8874
+std::shared_ptr<Callback> ProgressBar(std::ostream& out, int verbose, bool is_terminal);
+
+struct CompileOptions {
+  std::shared_ptr<Optimizer> optimizer{};
+  Loss loss{};
+  // By Keras name ("accuracy", "top_k", "precision", "recall", "auc", ...); see get_metric.
+  std::vector<std::string> metrics{};
+  // Metric objects besides the named ones.
+  std::vector<std::shared_ptr<Metric>> metric_objects{};
+};
+
+struct FitOptions {
+  int epochs = 1;
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  // The shuffle seed (default: runtime.seed, else 0); epoch e shuffles with (seed, e).
+  std::optional<uint64_t> seed{};
+  std::optional<std::pair<Tensor, Tensor>> validation_data{};
+  // Micro-batches per batch; must divide batch_size.
+  int64_t gradient_accumulation = 1;
+  // Caps the steps of each epoch.
+  std::optional<int64_t> steps_per_epoch{};
+  // Epochs before this count as done (resuming): fit runs epochs initial_epoch + 1 .. epochs.
+  int initial_epoch = 0;
+  // 0 silent, 1 progress bar, 2 one line per epoch.
+  int verbose = 1;
+  // Override runtime.graph / runtime.jit for this fit.
+  std::optional<bool> graph{};
+  std::optional<bool> jit{};
+  std::vector<std::shared_ptr<Callback>> callbacks{};
+  // Where the progress goes (default std::cout; a terminal gets the in-place bar).
+  std::ostream* output = nullptr;
+};
+
+struct EvaluateOptions {
+  int64_t batch_size = 32;
+  std::optional<int64_t> steps{};
+  std::optional<bool> graph{};
+  std::optional<bool> jit{};
+};
+
+struct History {
+  // Per epoch, by Keras name: history["loss"][i], history["val_accuracy"][i], ...
+  std::map<std::string, std::vector<double>> history{};
+  std::vector<int> epochs{};  // 1-based epoch numbers run
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double wall_seconds = 0;
+  // Training samples per second after the first 20 steps (after the first step in runs of
+  // 20 steps or fewer), so tracing and warm-up are left out.
+  double samples_per_sec = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(nn::Model model, CompileOptions options);
+  ~Trainer();
+  Trainer(Trainer&&) noexcept;
+  Trainer& operator=(Trainer&&) = delete;
+
+  History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  // Loss and metrics over (x, y), by Keras name.
+  Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
+  // The model's outputs for x, batch by batch, joined (inference mode).
+  Tensor predict(const Tensor& x, const EvaluateOptions& options = {});
+  // One optimizer step on this batch (Keras's train_on_batch); returns the logs of this batch.
+  Logs train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation = 1);
+
+  const nn::Model& model() const { return model_; }
+  Optimizer& optimizer() { return *options_.optimizer; }
+  // The metric names in log order: "loss" first.
+  std::vector<std::string> metric_names() const;
+  // Training checkpoints (safetensors, written atomically): the model's weights ("model/<variable>"),
+  // the optimizer's step and slots ("optimizer/<variable>"), restored by position (automatic layer
+  // names differ between processes) after checking every shape; in the metadata the epochs done and
+  // the default generator's (seed, offset). Restoring a checkpoint written after epoch e and fitting
+  // with initial_epoch = e and the same seed continues the run exactly (bit for bit with
+  // runtime.deterministic; layers with their own seeded generators restart them). Returns e.
+  void save_checkpoint(const std::string& path, int epochs_done) const;
+  int restore_checkpoint(const std::string& path);
+
+  // How many times the train step has been traced (a test counts them).
+  int train_step_traces() const;
+
+  bool stop_training = false;
+  // What the running fit does, for callbacks.
+  struct Params {
+    int epochs = 0;
+    int64_t steps = 0;  // per epoch
+    int verbose = 1;
+  } params;
+
+ private:
+  struct Steps;
+  std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
+                                     std::optional<bool> jit);
+  std::vector<Tensor> run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
+                                    std::optional<bool> jit);
+  // Adds a step's outputs (loss, then the metrics' statistics) to the running metrics.
+  void accumulate_step(const std::vector<Tensor>& outputs, int64_t samples);
+  void reset_metrics();
+  Logs current_logs(const std::string& prefix) const;
+
+  nn::Model model_;
+  CompileOptions options_;
+  std::vector<std::shared_ptr<Metric>> metrics_;
+  std::shared_ptr<Metric> loss_mean_;
+  std::unique_ptr<Steps> steps_;
+};
+
+inline Trainer compile(nn::Model model, CompileOptions options) {
+  return Trainer(std::move(model), std::move(options));
+}
+
+// Rows `indices` of `source` (any rank, any dtype), copied into a new tensor: how fit builds batches.
+Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices);
+
+}  // namespace nimbus::train

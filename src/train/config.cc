@@ -1,0 +1,483 @@
+#include "nimbus/train/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "nimbus/base/error.h"
+#include "nimbus/data/idx.h"
+#include "nimbus/device/runtime.h"
+#include "nimbus/nn/layers.h"
+#include "nimbus/nn/model.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/shape_ops.h"
+#include "nimbus/train/trainer.h"
+
+namespace nimbus::train {
+
+namespace {
+
+using Json = nlohmann::json;
+
+enum class Kind { kInt, kNumber, kBool, kString, kIntList, kStringList, kStringOrObject, kList, kObject };
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kInt: return "an integer";
+    case Kind::kNumber: return "a number";
+    case Kind::kBool: return "a boolean (true or false)";
+    case Kind::kString: return "a string";
+    case Kind::kIntList: return "a list of integers";
+    case Kind::kStringList: return "a list of strings";
+    case Kind::kStringOrObject: return "a name or a mapping";
+    case Kind::kList: return "a list";
+    case Kind::kObject: return "a mapping";
+  }
+  return "";
+}
+
+struct KeySpec {
+  Kind kind;
+  Json fallback;  // null: optional without default
+};
+
+// Every key the schema knows, by dotted path. Sections (model, compile, data, fit, runtime, and the
+// optimizer, loss and data maps) are the prefixes of these.
+const std::map<std::string, KeySpec>& schema() {
+  static const std::map<std::string, KeySpec> keys = {
+      {"model.name", {Kind::kString, nullptr}},
+      {"model.input_shape", {Kind::kIntList, nullptr}},
+      {"model.input_dtype", {Kind::kString, "float32"}},
+      {"model.layers", {Kind::kList, nullptr}},
+      {"model.class_name", {Kind::kString, nullptr}},
+      {"model.config", {Kind::kObject, nullptr}},
+      {"compile.optimizer", {Kind::kStringOrObject, "adam"}},
+      {"compile.optimizer.name", {Kind::kString, nullptr}},
+      {"compile.optimizer.learning_rate", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.momentum", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.nesterov", {Kind::kBool, nullptr}},
+      {"compile.optimizer.beta_1", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.beta_2", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.epsilon", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.weight_decay", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.rho", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.centered", {Kind::kBool, nullptr}},
+      {"compile.optimizer.clipnorm", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.global_clipnorm", {Kind::kNumber, nullptr}},
+      {"compile.loss", {Kind::kStringOrObject, "sparse_categorical_crossentropy"}},
+      {"compile.loss.name", {Kind::kString, nullptr}},
+      {"compile.loss.from_logits", {Kind::kBool, nullptr}},
+      {"compile.loss.label_smoothing", {Kind::kNumber, nullptr}},
+      {"compile.metrics", {Kind::kStringList, Json::array()}},
+      {"data.train", {Kind::kObject, nullptr}},
+      {"data.train.images", {Kind::kString, nullptr}},
+      {"data.train.labels", {Kind::kString, nullptr}},
+      {"data.train.scale", {Kind::kNumber, 1.0 / 255}},
+      {"data.validation", {Kind::kObject, nullptr}},
+      {"data.validation.images", {Kind::kString, nullptr}},
+      {"data.validation.labels", {Kind::kString, nullptr}},
+      {"data.validation.scale", {Kind::kNumber, 1.0 / 255}},
+      {"fit.epochs", {Kind::kInt, 1}},
+      {"fit.batch_size", {Kind::kInt, 32}},
+      {"fit.steps_per_epoch", {Kind::kInt, nullptr}},
+      {"fit.gradient_accumulation", {Kind::kInt, 1}},
+      {"fit.shuffle", {Kind::kBool, true}},
+      {"fit.initial_epoch", {Kind::kInt, 0}},
+      {"fit.verbose", {Kind::kInt, 1}},
+      {"runtime.threads", {Kind::kInt, 0}},
+      {"runtime.graph", {Kind::kBool, true}},
+      {"runtime.jit", {Kind::kBool, true}},
+      {"runtime.seed", {Kind::kInt, nullptr}},
+      {"runtime.deterministic", {Kind::kBool, false}},
+  };
+  return keys;
+}
+
+bool is_section(const std::string& path) {
+  static const char* sections[] = {"model", "compile", "data", "fit", "runtime"};
+  return std::find(std::begin(sections), std::end(sections), path) != std::end(sections);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const std::string& candidate : known) {
+    const size_t d = edit_distance(key, candidate);
+    if (d < best_distance) best = candidate, best_distance = d;
+  }
+  return best;
+}
+
+std::vector<std::string> known_paths() {
+  std::vector<std::string> paths;
+  for (const auto& [path, spec] : schema()) paths.push_back(path);
+  return paths;
+}
+
+// YAML -> JSON, remembering each path's line for messages.
+struct Source {
+  std::string name;
+  std::map<std::string, int> lines{};
+  std::string where(const std::string& path) const {
+    const auto it = lines.find(path);
+    return it == lines.end() ? name : fmt::format("{}:{}", name, it->second);
+  }
+};
+
+Json scalar_to_json(const YAML::Node& node) {
+  if (node.Tag() == "!") return node.Scalar();  // quoted: a string
+  const std::string& text = node.Scalar();
+  if (text == "~" || text == "null" || text.empty()) return nullptr;
+  if (text == "true" || text == "True") return true;
+  if (text == "false" || text == "False") return false;
+  int64_t integer = 0;
+  if (YAML::convert<int64_t>::decode(node, integer) && text.find_first_of(".eE") == std::string::npos) return integer;
+  double number = 0;
+  if (YAML::convert<double>::decode(node, number)) return number;
+  return text;
+}
+
+Json to_json(const YAML::Node& node, const std::string& path, Source& source) {
+  if (node.Mark().line >= 0) source.lines.emplace(path, node.Mark().line + 1);
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      Json object = Json::object();
+      for (const auto& entry : node) {
+        const std::string key = entry.first.as<std::string>();
+        const std::string child = path.empty() ? key : path + "." + key;
+        if (entry.first.Mark().line >= 0) source.lines[child] = entry.first.Mark().line + 1;
+        object[key] = to_json(entry.second, child, source);
+      }
+      return object;
+    }
+    case YAML::NodeType::Sequence: {
+      Json list = Json::array();
+      for (size_t i = 0; i < node.size(); ++i) list.push_back(to_json(node[i], fmt::format("{}[{}]", path, i), source));
+      return list;
+    }
+    case YAML::NodeType::Scalar: return scalar_to_json(node);
+    default: return nullptr;
+  }
+}
+
+bool matches(const Json& value, Kind kind) {
+  switch (kind) {
+    case Kind::kInt: return value.is_number_integer();
+    case Kind::kNumber: return value.is_number();
+    case Kind::kBool: return value.is_boolean();
+    case Kind::kString: return value.is_string();
+    case Kind::kIntList:
+      return value.is_array() &&
+             std::all_of(value.begin(), value.end(), [](const Json& v) { return v.is_number_integer(); });
+    case Kind::kStringList:
+      return value.is_array() && std::all_of(value.begin(), value.end(), [](const Json& v) { return v.is_string(); });
+    case Kind::kStringOrObject: return value.is_string() || value.is_object();
+    case Kind::kList: return value.is_array();
+    case Kind::kObject: return value.is_object();
+  }
+  return false;
+}
+
+// Checks every key under `value` (at `path`) against the schema.
+void check(const Json& value, const std::string& path, const Source& source) {
+  if (!path.empty() && !is_section(path)) {
+    const auto it = schema().find(path);
+    if (it == schema().end()) {
+      throw InvalidArgument(fmt::format("{}: unknown key '{}'", source.where(path), path),
+                            fmt::format("did you mean '{}'?", closest(path, known_paths())));
+    }
+    if (!value.is_null() && !matches(value, it->second.kind)) {
+      throw InvalidArgument(
+          fmt::format("{}: {} must be {}, got {}", source.where(path), path, kind_name(it->second.kind), value.dump()));
+    }
+    // Free-form parts: the model's layers (checked against each layer's arguments) and Keras configs.
+    if (path == "model.layers" || path == "model.config" || !value.is_object()) return;
+  } else if (!value.is_object()) {
+    throw InvalidArgument(
+        fmt::format("{}: {} must be a mapping", source.where(path), path.empty() ? "the config" : path));
+  }
+  for (const auto& [key, child] : value.items()) check(child, path.empty() ? key : path + "." + key, source);
+}
+
+void apply_override(Json& config, const std::string& assignment, Source& source) {
+  const size_t equals = assignment.find('=');
+  if (equals == std::string::npos) {
+    throw InvalidArgument(fmt::format("--set {}: expected key.path=value", assignment), "e.g. --set fit.epochs=3");
+  }
+  const std::string path = assignment.substr(0, equals);
+  if (!schema().count(path)) {
+    throw InvalidArgument(fmt::format("--set {}: unknown key '{}'", assignment, path),
+                          fmt::format("did you mean '{}'?", closest(path, known_paths())));
+  }
+  Json* node = &config;
+  std::stringstream parts(path);
+  std::string part;
+  std::vector<std::string> keys;
+  while (std::getline(parts, part, '.')) keys.push_back(part);
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    Json& next = (*node)[keys[i]];
+    if (next.is_string() && i + 2 == keys.size()) next = Json{{"name", next}};  // "adam" -> {name: adam, ...}
+    if (next.is_null()) next = Json::object();
+    node = &next;
+  }
+  Source scratch{"--set"};
+  (*node)[keys.back()] = to_json(YAML::Load(assignment.substr(equals + 1)), path, scratch);
+  source.lines.erase(path);
+}
+
+void fill_defaults(Json& config) {
+  for (const auto& [path, spec] : schema()) {
+    if (spec.fallback.is_null()) continue;
+    const size_t dot = path.find('.');
+    const std::string section = path.substr(0, dot), rest = path.substr(dot + 1);
+    if (rest.find('.') != std::string::npos) {  // data.train.scale: only when the parent exists
+      const std::string parent = rest.substr(0, rest.find('.'));
+      if (!config[section].contains(parent) || !config[section][parent].is_object()) continue;
+      Json& object = config[section][parent];
+      const std::string key = rest.substr(rest.find('.') + 1);
+      if (!object.contains(key)) object[key] = spec.fallback;
+      continue;
+    }
+    Json& value = config[section][rest];
+    if (value.is_null()) value = spec.fallback;
+    // {learning_rate: 0.01} alone keeps the default optimizer (or loss) by name.
+    if (spec.kind == Kind::kStringOrObject && value.is_object() && !value.contains("name")) {
+      value["name"] = spec.fallback;
+    }
+  }
+}
+
+// Each layer entry is {ClassName: {arguments}}; arguments are checked against the layer's own config keys.
+void check_layers(const Json& config, const Source& source) {
+  const Json& model = config.at("model");
+  if (model.contains("class_name")) return;  // Keras's to_json form, read by model_from_config
+  if (!model.contains("layers") || !model.contains("input_shape")) {
+    throw InvalidArgument(fmt::format("{}: the model needs input_shape and layers", source.where("model")),
+                          "or Keras's to_json() form with class_name and config");
+  }
+  const Json& layers = model.at("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = fmt::format("model.layers[{}]", i);
+    const Json& entry = layers[i];
+    if (!entry.is_object() || entry.size() != 1) {
+      throw InvalidArgument(
+          fmt::format("{}: layer {} must be one 'ClassName: {{arguments}}' entry", source.where(path), i),
+          "e.g. - Dense: {units: 10}");
+    }
+    const std::string class_name = entry.begin().key();
+    const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
+    const nn::Layer layer = nn::layer_from_config(class_name, arguments);
+    const Json known = layer->get_config();
+    for (const auto& [key, value] : arguments.items()) {
+      if (!known.contains(key)) {
+        std::vector<std::string> names;
+        for (const auto& [name, v] : known.items()) names.push_back(name);
+        throw InvalidArgument(fmt::format("{}: layer {} ({}) has no argument '{}'",
+                                          source.where(path + "." + class_name + "." + key), i, class_name, key),
+                              fmt::format("did you mean '{}'?", closest(key, names)));
+      }
+    }
+  }
+}
+
+std::pair<Tensor, Tensor> load_split(const Json& split, const nn::Dims& input_shape, const std::string& section) {
+  Tensor images = data::read_idx(split.at("images").get<std::string>());
+  const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
+  if (images.dim(0) != labels.dim(0)) {
+    throw DataError(fmt::format("{}: {} images but {} labels", section, images.dim(0), labels.dim(0)));
+  }
+  std::vector<int64_t> shape = {images.dim(0)};
+  shape.insert(shape.end(), input_shape.begin(), input_shape.end());
+  const double scale = split.at("scale").get<double>();
+  images = images.to(DType::kF32);
+  if (scale != 1) images = images * scale;
+  return {reshape(images, shape), labels};
+}
+
+std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
+  const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
+  const std::string name = options.value("name", std::string("adam"));
+  std::optional<double> clipnorm, global_clipnorm;
+  if (options.contains("clipnorm")) clipnorm = options["clipnorm"].get<double>();
+  if (options.contains("global_clipnorm")) global_clipnorm = options["global_clipnorm"].get<double>();
+  if (name == "sgd") {
+    return SGD({.learning_rate = options.value("learning_rate", 0.01),
+                .momentum = options.value("momentum", 0.0),
+                .nesterov = options.value("nesterov", false),
+                .clipnorm = clipnorm,
+                .global_clipnorm = global_clipnorm});
+  }
+  if (name == "adam" || name == "adamw") {
+    AdamWOptions o{.learning_rate = options.value("learning_rate", 1e-3),
+                   .weight_decay = options.value("weight_decay", name == "adamw" ? 0.004 : 0.0),
+                   .beta_1 = options.value("beta_1", 0.9),
+                   .beta_2 = options.value("beta_2", 0.999),
+                   .epsilon = options.value("epsilon", 1e-7),
+                   .clipnorm = clipnorm,
+                   .global_clipnorm = global_clipnorm};
+    return AdamW(o);
+  }
+  if (name == "rmsprop") {
+    return RMSprop({.learning_rate = options.value("learning_rate", 1e-3),
+                    .rho = options.value("rho", 0.9),
+                    .momentum = options.value("momentum", 0.0),
+                    .epsilon = options.value("epsilon", 1e-7),
+                    .centered = options.value("centered", false),
+                    .clipnorm = clipnorm,
+                    .global_clipnorm = global_clipnorm});
+  }
+  return get_optimizer(name, options.value("learning_rate", 1e-3));  // the error lists the names
+}
+
+Loss make_loss(const Json& spec) {
+  const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
+  const std::string name = options.value("name", std::string("sparse_categorical_crossentropy"));
+  const CrossentropyOptions cross{.from_logits = options.value("from_logits", false),
+                                  .label_smoothing = options.value("label_smoothing", 0.0)};
+  if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy(cross);
+  if (name == "categorical_crossentropy") return CategoricalCrossentropy(cross);
+  if (name == "binary_crossentropy") return BinaryCrossentropy(cross);
+  return get_loss(name);
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+nlohmann::json parse_config(const std::string& yaml_text, const std::string& source_name,
+                            const std::vector<std::string>& overrides) {
+  Source source{source_name};
+  Json config;
+  try {
+    config = to_json(YAML::Load(yaml_text), "", source);
+  } catch (const YAML::Exception& error) {
+    throw InvalidArgument(fmt::format("{}:{}: {}", source_name, error.mark.line + 1, error.msg));
+  }
+  if (config.is_null()) config = Json::object();
+  check(config, "", source);
+  for (const std::string& assignment : overrides) apply_override(config, assignment, source);
+  check(config, "", source);
+  if (!config.contains("model")) throw InvalidArgument(fmt::format("{}: no model section", source_name));
+  if (!config.contains("data") || !config["data"].contains("train")) {
+    throw InvalidArgument(fmt::format("{}: no data.train section", source_name),
+                          "data.train: {images: FILE, labels: FILE} (IDX files)");
+  }
+  fill_defaults(config);
+  for (const char* split : {"train", "validation"}) {
+    if (!config["data"].contains(split)) continue;
+    for (const char* key : {"images", "labels"}) {
+      if (!config["data"][split].contains(key)) {
+        throw InvalidArgument(
+            fmt::format("{}: data.{} needs '{}'", source.where(std::string("data.") + split), split, key));
+      }
+    }
+  }
+  check_layers(config, source);
+  return config;
+}
+
+nlohmann::json load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw NotFound(fmt::format("{}: cannot open the config", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path, overrides);
+}
+
+nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
+  const Json& runtime = config.at("runtime");
+  RuntimeOptions runtime_options;
+  runtime_options.threads = runtime.at("threads").get<int>();
+  runtime_options.deterministic = runtime.at("deterministic").get<bool>();
+  if (runtime.contains("seed") && !runtime["seed"].is_null()) runtime_options.seed = runtime["seed"].get<uint64_t>();
+  runtime_options.graph = runtime.at("graph").get<bool>();
+  runtime_options.jit = runtime.at("jit").get<bool>();
+  configure_runtime(runtime_options);
+
+  const Json& model_section = config.at("model");
+  nn::Model model = [&]() -> nn::Model {
+    if (model_section.contains("class_name")) return nn::model_from_config(model_section);
+    nn::Sequential sequential({}, model_section.value("name", std::string()));
+    sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
+                             nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
+    for (const auto& entry : model_section.at("layers")) {
+      const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
+      sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
+    }
+    return sequential;
+  }();
+  if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
+  if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");
+  const nn::Dims input_shape(model.inputs()[0].shape().begin() + 1, model.inputs()[0].shape().end());
+  if (config.at("fit").at("verbose").get<int>() > 0) out << model.summary_string();
+
+  const Json& data = config.at("data");
+  const auto [x_train, y_train] = load_split(data.at("train"), input_shape, "data.train");
+  FitOptions fit;
+  const Json& fit_section = config.at("fit");
+  fit.epochs = fit_section.at("epochs").get<int>();
+  fit.batch_size = fit_section.at("batch_size").get<int64_t>();
+  fit.shuffle = fit_section.at("shuffle").get<bool>();
+  fit.seed = runtime_options.seed;
+  fit.gradient_accumulation = fit_section.at("gradient_accumulation").get<int64_t>();
+  if (fit_section.contains("steps_per_epoch") && !fit_section["steps_per_epoch"].is_null()) {
+    fit.steps_per_epoch = fit_section["steps_per_epoch"].get<int64_t>();
+  }
+  fit.initial_epoch = fit_section.at("initial_epoch").get<int>();
+  fit.verbose = fit_section.at("verbose").get<int>();
+  fit.output = &out;
+  if (data.contains("validation"))
+    fit.validation_data = load_split(data.at("validation"), input_shape, "data.validation");
+
+  const Json& compile_section = config.at("compile");
+  Trainer trainer = compile(model, {.optimizer = make_optimizer(compile_section.at("optimizer")),
+                                    .loss = make_loss(compile_section.at("loss")),
+                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>()});
+  const History history = trainer.fit(x_train, y_train, fit);
+
+  Json summary = {{"samples_per_sec", history.samples_per_sec},
+                  {"samples_total", history.samples},
+                  {"steps", history.steps},
+                  {"wall_seconds", history.wall_seconds},
+                  {"peak_rss_bytes", peak_rss_bytes()},
+                  {"final", Json::object()},
+                  {"epochs", Json::array()}};
+  for (size_t e = 0; e < history.epochs.size(); ++e) {
+    Json epoch = {{"epoch", history.epochs[e]}};
+    for (const auto& [name, values] : history.history) epoch[name] = values[e];
+    summary["epochs"].push_back(epoch);
+  }
+  for (const auto& [name, values] : history.history) {
+    if (name.rfind("val_", 0) == 0 && !values.empty()) summary["final"][name] = values.back();
+  }
+  return summary;
+}
+
+}  // namespace nimbus::train

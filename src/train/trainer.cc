@@ -1,0 +1,514 @@
+#include "nimbus/train/trainer.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <numeric>
+#include <random>
+
+#include "nimbus/autodiff/gradient_tape.h"
+#include "nimbus/base/error.h"
+#include "nimbus/base/rng.h"
+#include "nimbus/device/runtime.h"
+#include "nimbus/graph/function.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/shape_ops.h"
+#include "nimbus/tensor/safetensors.h"
+
+namespace nimbus::train {
+
+using Clock = std::chrono::steady_clock;
+
+Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices) {
+  NIMBUS_ASSERT(source.rank() >= 1) << "gather_rows needs a batch dimension";
+  Shape shape = source.shape();
+  shape[0] = static_cast<int64_t>(indices.size());
+  Tensor batch = Tensor::empty(shape, source.dtype());
+  const size_t row_bytes = source.dim(0) == 0 ? 0 : source.nbytes() / static_cast<size_t>(source.dim(0));
+  const auto* src = static_cast<const std::byte*>(source.raw_data());
+  auto* dst = static_cast<std::byte*>(batch.raw_data());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    NIMBUS_ASSERT(indices[i] >= 0 && indices[i] < source.dim(0)) << "row " << indices[i] << " of " << source.dim(0);
+    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(indices[i]) * row_bytes, row_bytes);
+  }
+  return batch;
+}
+
+namespace {
+
+std::vector<InputSignature> dynamic_batch_signature(const std::vector<Tensor>& tensors) {
+  std::vector<InputSignature> signature;
+  for (const Tensor& tensor : tensors) {
+    std::vector<int64_t> shape = tensor.shape().to_vector();
+    if (!shape.empty()) shape[0] = -1;
+    signature.push_back({shape, tensor.dtype()});
+  }
+  return signature;
+}
+
+// Lengths of `parts` near-equal pieces of `total` (the first ones one longer).
+std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
+  std::vector<int64_t> sizes;
+  for (int64_t k = 0; k < parts; ++k) sizes.push_back(total / parts + (k < total % parts ? 1 : 0));
+  return sizes;
+}
+
+void check_data(const Tensor& x, const Tensor& y, const char* what) {
+  if (!x.defined() || x.rank() < 1) throw InvalidArgument(fmt::format("{}: x needs a batch dimension", what));
+  if (y.defined() && (y.rank() < 1 || y.dim(0) != x.dim(0))) {
+    throw InvalidArgument(fmt::format("{}: x has {} samples ({}), y has shape {}", what, x.dim(0),
+                                      x.shape().to_string(), y.shape().to_string()),
+                          "x and y need one row per sample");
+  }
+}
+
+// Keras's number format in the progress bar and logs.
+std::string format_value(double value) {
+  return std::abs(value) > 1e-3 || value == 0 ? fmt::format("{:.4f}", value) : fmt::format("{:.4e}", value);
+}
+
+std::string format_time_per_step(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.0f}s/step", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.0f}ms/step", seconds * 1e3);
+  return fmt::format("{:.0f}us/step", seconds * 1e6);
+}
+
+class ProgressBarCallback : public Callback {
+ public:
+  ProgressBarCallback(std::ostream& out, int verbose, bool terminal)
+      : out_(out), verbose_(verbose), terminal_(terminal) {}
+
+  void on_epoch_begin(Trainer& trainer, int epoch) override {
+    if (verbose_ == 0) return;
+    out_ << fmt::format("Epoch {}/{}\n", epoch, trainer.params.epochs) << std::flush;
+    start_ = Clock::now();
+    last_draw_ = start_;
+    steps_ = 0;
+  }
+  void on_train_batch_end(Trainer& trainer, int64_t step, const Logs& logs) override {
+    steps_ = step + 1;
+    if (verbose_ != 1 || !terminal_) return;
+    const auto now = Clock::now();
+    if (steps_ < trainer.params.steps && now - last_draw_ < std::chrono::milliseconds(50)) return;
+    last_draw_ = now;
+    out_ << "\r" << line(trainer, logs, steps_ == trainer.params.steps) << std::flush;
+  }
+  void on_epoch_end(Trainer& trainer, int, const Logs& logs) override {
+    if (verbose_ == 0) return;
+    out_ << (terminal_ && verbose_ == 1 ? "\r" : "") << line(trainer, logs, true) << "\n" << std::flush;
+  }
+
+ private:
+  std::string line(const Trainer& trainer, const Logs& logs, bool done) const {
+    const int64_t target = std::max<int64_t>(1, trainer.params.steps);
+    const int64_t current = done ? target : steps_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const int digits = static_cast<int>(std::to_string(target).size());
+    std::string text = fmt::format("{:>{}}/{} [", current, digits, target);
+    const auto width = static_cast<int64_t>(30.0 * double(current) / double(target));
+    if (width > 0) text += std::string(static_cast<size_t>(width - 1), '=') + (current < target ? ">" : "=");
+    text += std::string(static_cast<size_t>(30 - width), '.') + "]";
+    const double per_step = current > 0 ? elapsed / double(current) : 0;
+    if (done) {
+      text += fmt::format(" - {:.0f}s {}", elapsed, format_time_per_step(per_step));
+    } else {
+      text += fmt::format(" - ETA: {:.0f}s", per_step * double(target - current));
+    }
+    for (const std::string& name : trainer.metric_names()) {
+      if (auto it = logs.find(name); it != logs.end()) text += fmt::format(" - {}: {}", name, format_value(it->second));
+    }
+    for (const std::string& name : trainer.metric_names()) {
+      if (auto it = logs.find("val_" + name); it != logs.end()) {
+        text += fmt::format(" - val_{}: {}", name, format_value(it->second));
+      }
+    }
+    return text;
+  }
+
+  std::ostream& out_;
+  int verbose_;
+  bool terminal_;
+  Clock::time_point start_, last_draw_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<Callback> ProgressBar(std::ostream& out, int verbose, bool is_terminal) {
+  return std::make_shared<ProgressBarCallback>(out, verbose, is_terminal);
+}
+
+// The traced step functions, made for one setting of (graph, jit, accumulation).
+struct Trainer::Steps {
+  struct Key {
+    std::optional<bool> graph, jit;
+    int64_t accumulation = 1;
+    bool operator==(const Key&) const = default;
+  };
+  std::optional<Function> train, test, predict;
+  Key train_key, test_key, predict_key;
+  int train_traces_before = 0;
+  // How many statistics each metric returns (recorded when a step body runs).
+  std::vector<size_t> statistic_counts;
+};
+
+Trainer::Trainer(nn::Model model, CompileOptions options)
+    : model_(std::move(model)), options_(std::move(options)), steps_(std::make_unique<Steps>()) {
+  if (!options_.optimizer) throw InvalidArgument("compile: no optimizer", "pass .optimizer = train::Adam() or another");
+  if (!options_.loss.defined()) {
+    throw InvalidArgument("compile: no loss", "pass .loss = train::SparseCategoricalCrossentropy() or another");
+  }
+  for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss.name()));
+  for (const auto& metric : options_.metric_objects) metrics_.push_back(metric);
+  loss_mean_ = Mean("loss");
+}
+
+Trainer::~Trainer() = default;
+// The traced steps capture `this`: a moved-to trainer makes its own (they trace again on first use).
+Trainer::Trainer(Trainer&& other) noexcept
+    : stop_training(other.stop_training),
+      params(other.params),
+      model_(std::move(other.model_)),
+      options_(std::move(other.options_)),
+      metrics_(std::move(other.metrics_)),
+      loss_mean_(std::move(other.loss_mean_)),
+      steps_(std::make_unique<Steps>()) {
+  steps_->train_traces_before = other.train_step_traces();
+}
+
+std::vector<std::string> Trainer::metric_names() const {
+  std::vector<std::string> names = {"loss"};
+  for (const auto& metric : metrics_) names.push_back(metric->name());
+  return names;
+}
+
+int Trainer::train_step_traces() const {
+  return steps_->train ? steps_->train->trace_count() + steps_->train_traces_before : steps_->train_traces_before;
+}
+
+namespace {
+// Every statistic of every metric, in order, for `pred` against `y`.
+std::vector<Tensor> metric_statistics(const std::vector<std::shared_ptr<Metric>>& metrics, const Tensor& y,
+                                      const Tensor& pred, std::vector<size_t>& counts) {
+  std::vector<Tensor> all;
+  counts.clear();
+  for (const auto& metric : metrics) {
+    std::vector<Tensor> statistics = metric->batch_statistics(y, pred);
+    counts.push_back(statistics.size());
+    for (Tensor& s : statistics) all.push_back(std::move(s));
+  }
+  return all;
+}
+
+void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
+  if (totals.empty()) {
+    totals = values;
+    return;
+  }
+  for (size_t i = 0; i < values.size(); ++i) totals[i] = totals[i] + values[i];
+}
+
+// Model needs its weights before any tracing: a lazily built Sequential builds on one sample, eagerly.
+void ensure_model_built(const nn::Model& model, const Tensor& x) {
+  if (!model.built()) (void)model(gather_rows(x, {0}), false);
+}
+
+}  // namespace
+
+std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                            std::optional<bool> graph, std::optional<bool> jit) {
+  if (accumulation < 1) throw InvalidArgument(fmt::format("gradient_accumulation must be >= 1, got {}", accumulation));
+  ensure_model_built(model_, x);
+  options_.optimizer->build(model_.trainable_weights());
+  const Steps::Key key{graph, jit, accumulation};
+  if (!steps_->train || !(steps_->train_key == key)) {
+    if (steps_->train) steps_->train_traces_before += steps_->train->trace_count();
+    steps_->train_key = key;
+    auto body = [this, accumulation](const std::vector<Tensor>& in) {
+      const Tensor& xb = in[0];
+      const Tensor& yb = in[1];
+      const int64_t batch = xb.dim(0);
+      const int64_t parts = std::min(accumulation, batch);
+      const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
+      const std::vector<Tensor> xs = parts == 1 ? std::vector<Tensor>{xb} : split(xb, sizes, 0);
+      const std::vector<Tensor> ys = parts == 1 ? std::vector<Tensor>{yb} : split(yb, sizes, 0);
+      const std::vector<Variable> vars = model_.trainable_weights();
+      std::vector<Tensor> gradients(vars.size());
+      Tensor loss_total;
+      std::vector<Tensor> statistics;
+      for (size_t k = 0; k < xs.size(); ++k) {
+        Tensor pred, weighted;
+        std::vector<Tensor> grads;
+        {
+          GradientTape tape;
+          pred = model_(xs[k], true);
+          Tensor loss = options_.loss(ys[k], pred);
+          const Tensor regularization = model_.regularization_loss();
+          if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
+          weighted = parts == 1 ? loss : loss * (double(sizes[k]) / double(batch));
+          grads = tape.gradient(weighted, vars);
+        }
+        for (size_t i = 0; i < grads.size(); ++i) {
+          if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
+        }
+        loss_total = loss_total.defined() ? loss_total + weighted : weighted;
+        add_into(statistics, metric_statistics(metrics_, ys[k], pred, steps_->statistic_counts));
+      }
+      options_.optimizer->apply_gradients(gradients, vars);
+      std::vector<Tensor> outputs = {loss_total};
+      outputs.insert(outputs.end(), statistics.begin(), statistics.end());
+      return outputs;
+    };
+    steps_->train.emplace(function(
+        body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})}));
+  }
+  return (*steps_->train)({x, y});
+}
+
+std::vector<Tensor> Trainer::run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
+                                           std::optional<bool> jit) {
+  ensure_model_built(model_, x);
+  const Steps::Key key{graph, jit, 1};
+  if (!steps_->test || !(steps_->test_key == key)) {
+    steps_->test_key = key;
+    auto body = [this](const std::vector<Tensor>& in) {
+      const Tensor pred = model_(in[0], false);
+      Tensor loss = options_.loss(in[1], pred);
+      const Tensor regularization = model_.regularization_loss();
+      if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
+      std::vector<Tensor> outputs = {loss};
+      for (Tensor& s : metric_statistics(metrics_, in[1], pred, steps_->statistic_counts)) outputs.push_back(s);
+      return outputs;
+    };
+    steps_->test.emplace(function(
+        body, {.name = "test_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})}));
+  }
+  return (*steps_->test)({x, y});
+}
+
+void Trainer::accumulate_step(const std::vector<Tensor>& outputs, int64_t samples) {
+  loss_mean_->update_state(Tensor::scalar<float>(static_cast<float>(samples)), outputs[0]);
+  size_t next = 1;
+  for (size_t m = 0; m < metrics_.size(); ++m) {
+    const size_t count = steps_->statistic_counts.at(m);
+    metrics_[m]->accumulate(std::vector<Tensor>(outputs.begin() + long(next), outputs.begin() + long(next + count)));
+    next += count;
+  }
+}
+
+void Trainer::reset_metrics() {
+  loss_mean_->reset_state();
+  for (const auto& metric : metrics_) metric->reset_state();
+}
+
+Logs Trainer::current_logs(const std::string& prefix) const {
+  Logs logs;
+  logs[prefix + "loss"] = loss_mean_->result();
+  for (const auto& metric : metrics_) logs[prefix + metric->name()] = metric->result();
+  return logs;
+}
+
+void Trainer::save_checkpoint(const std::string& path, int epochs_done) const {
+  if (!model_.built()) throw InvalidArgument("save_checkpoint: the model is not built yet");
+  options_.optimizer->build(model_.trainable_weights());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const Variable& v : model_.weights()) tensors.emplace_back("model/" + v.name(), v.value());
+  for (const Variable& v : options_.optimizer->variables()) tensors.emplace_back("optimizer/" + v.name(), v.value());
+  const Generator& generator = default_generator();
+  write_safetensors(path, tensors,
+                    {{"format", "nimbus-checkpoint"},
+                     {"epochs_done", std::to_string(epochs_done)},
+                     {"rng_seed", std::to_string(generator.seed())},
+                     {"rng_offset", std::to_string(generator.offset())}});
+}
+
+int Trainer::restore_checkpoint(const std::string& path) {
+  SafetensorsFile file = read_safetensors(path);
+  if (file.metadata["format"] != "nimbus-checkpoint") {
+    throw DataError(fmt::format("{}: not a Nimbus training checkpoint", path));
+  }
+  if (!model_.built()) {
+    throw InvalidArgument("restore_checkpoint: build the model first (an InputLayer, or call it once)");
+  }
+  options_.optimizer->build(model_.trainable_weights());
+  // Matched by position, not by name: automatic layer names ("dense_4") differ between processes.
+  auto load = [&](const std::string& prefix, const std::vector<Variable>& variables) {
+    std::vector<std::string> keys;
+    for (const std::string& name : file.order) {
+      if (name.rfind(prefix, 0) == 0) keys.push_back(name);
+    }
+    if (keys.size() != variables.size()) {
+      throw DataError(
+          fmt::format("{}: {} tensors under '{}', the trainer has {}", path, keys.size(), prefix, variables.size()));
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Tensor& saved = file.tensors.at(keys[i]);
+      Variable variable = variables[i];
+      if (saved.shape() != variable.shape() || saved.dtype() != variable.dtype()) {
+        throw DataError(fmt::format("{}: '{}' is {} {}, but '{}' is {} {}", path, keys[i], dtype_name(saved.dtype()),
+                                    saved.shape().to_string(), variable.name(), dtype_name(variable.dtype()),
+                                    variable.shape().to_string()));
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Variable variable = variables[i];
+      variable.assign(file.tensors.at(keys[i]));
+    }
+  };
+  load("model/", model_.weights());
+  load("optimizer/", options_.optimizer->variables());
+  try {
+    default_generator().set_state(std::stoull(file.metadata.at("rng_seed")),
+                                  std::stoull(file.metadata.at("rng_offset")));
+    return std::stoi(file.metadata.at("epochs_done"));
+  } catch (const std::exception&) {
+    throw DataError(fmt::format("{}: malformed checkpoint metadata", path));
+  }
+}
+
+Logs Trainer::train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation) {
+  check_data(x, y, "train_on_batch");
+  reset_metrics();
+  accumulate_step(run_train_step(x, y, gradient_accumulation, std::nullopt, std::nullopt), x.dim(0));
+  return current_logs("");
+}
+
+History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
+  check_data(x, y, "fit");
+  if (options.batch_size < 1)
+    throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
+  const int64_t accumulation = options.gradient_accumulation;
+  if (accumulation < 1) {
+    throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
+  }
+  if (options.batch_size % accumulation != 0) {
+    const int64_t lower = options.batch_size / accumulation * accumulation;
+    throw InvalidArgument(fmt::format("fit: batch_size {} is not divisible by gradient_accumulation {}",
+                                      options.batch_size, accumulation),
+                          lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + accumulation)
+                                    : fmt::format("use batch_size {}", accumulation));
+  }
+  if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
+  const int64_t samples = x.dim(0);
+  int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
+  if (options.steps_per_epoch) steps = std::min(steps, *options.steps_per_epoch);
+  params = {.epochs = options.epochs, .steps = steps, .verbose = options.verbose};
+  stop_training = false;
+
+  std::ostream& out = options.output ? *options.output : std::cout;
+  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  if (options.verbose > 0) callbacks.push_back(ProgressBar(out, options.verbose, terminal));
+  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+
+  const uint64_t seed = options.seed.value_or(runtime_options().seed.value_or(0));
+  std::vector<int64_t> order(static_cast<size_t>(samples));
+  History history;
+  const auto start = Clock::now();
+  Clock::time_point measured_start;
+  int64_t measured_samples = 0;
+  int64_t total_steps = 0;
+  for (auto& callback : callbacks) callback->on_train_begin(*this);
+  for (int epoch = options.initial_epoch + 1; epoch <= options.epochs && !stop_training; ++epoch) {
+    for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
+    std::iota(order.begin(), order.end(), 0);
+    if (options.shuffle) {
+      std::seed_seq seq{seed, static_cast<uint64_t>(epoch)};
+      std::mt19937_64 rng(seq);
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    reset_metrics();
+    for (int64_t step = 0; step < steps && !stop_training; ++step) {
+      const auto begin = order.begin() + step * options.batch_size;
+      const auto end = order.begin() + std::min(samples, (step + 1) * options.batch_size);
+      const std::vector<int64_t> indices(begin, end);
+      const auto batch_size = static_cast<int64_t>(indices.size());
+      accumulate_step(
+          run_train_step(gather_rows(x, indices), gather_rows(y, indices), accumulation, options.graph, options.jit),
+          batch_size);
+      ++total_steps;
+      history.samples += batch_size;
+      // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
+      const int64_t warmup = params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1;
+      if (total_steps == warmup) measured_start = Clock::now();
+      if (total_steps > warmup) measured_samples += batch_size;
+      if (!callbacks.empty()) {
+        const Logs logs = current_logs("");
+        for (auto& callback : callbacks) callback->on_train_batch_end(*this, step, logs);
+      }
+    }
+    Logs logs = current_logs("");
+    if (options.validation_data) {
+      EvaluateOptions evaluate_options;
+      evaluate_options.batch_size = options.batch_size;
+      evaluate_options.graph = options.graph;
+      evaluate_options.jit = options.jit;
+      const Logs validation =
+          evaluate(options.validation_data->first, options.validation_data->second, evaluate_options);
+      for (const auto& [name, value] : validation) logs["val_" + name] = value;
+    }
+    for (const auto& [name, value] : logs) history.history[name].push_back(value);
+    history.epochs.push_back(epoch);
+    for (auto& callback : callbacks) callback->on_epoch_end(*this, epoch, logs);
+  }
+  for (auto& callback : callbacks) callback->on_train_end(*this);
+  const auto finish = Clock::now();
+  history.steps = total_steps;
+  history.wall_seconds = std::chrono::duration<double>(finish - start).count();
+  const double measured_seconds = std::chrono::duration<double>(finish - measured_start).count();
+  if (measured_samples > 0 && measured_seconds > 0)
+    history.samples_per_sec = double(measured_samples) / measured_seconds;
+  return history;
+}
+
+Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
+  check_data(x, y, "evaluate");
+  if (options.batch_size < 1) throw InvalidArgument("evaluate: batch_size must be >= 1");
+  const int64_t samples = x.dim(0);
+  int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
+  if (options.steps) steps = std::min(steps, *options.steps);
+  // As in Keras, evaluation resets the metrics (fit has taken the epoch's training logs already).
+  reset_metrics();
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t begin = step * options.batch_size, end = std::min(samples, begin + options.batch_size);
+    std::vector<int64_t> indices(static_cast<size_t>(end - begin));
+    std::iota(indices.begin(), indices.end(), begin);
+    accumulate_step(run_test_step(gather_rows(x, indices), gather_rows(y, indices), options.graph, options.jit),
+                    end - begin);
+  }
+  return current_logs("");
+}
+
+Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
+  check_data(x, Tensor(), "predict");
+  if (options.batch_size < 1) throw InvalidArgument("predict: batch_size must be >= 1");
+  ensure_model_built(model_, x);
+  const Steps::Key key{options.graph, options.jit, 1};
+  if (!steps_->predict || !(steps_->predict_key == key)) {
+    steps_->predict_key = key;
+    steps_->predict.emplace(
+        function([this](const std::vector<Tensor>& in) { return std::vector<Tensor>{model_(in[0], false)}; },
+                 {.name = "predict_step",
+                  .graph = options.graph,
+                  .jit = options.jit,
+                  .input_signature = dynamic_batch_signature({x})}));
+  }
+  const int64_t samples = x.dim(0);
+  int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
+  if (options.steps) steps = std::min(steps, *options.steps);
+  std::vector<Tensor> pieces;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t begin = step * options.batch_size, end = std::min(samples, begin + options.batch_size);
+    std::vector<int64_t> indices(static_cast<size_t>(end - begin));
+    std::iota(indices.begin(), indices.end(), begin);
+    pieces.push_back((*steps_->predict)({gather_rows(x, indices)})[0]);
+  }
+  return pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
+}
+
+}  // namespace nimbus::train
