@@ -37,9 +37,9 @@ struct Node {
   Attrs attrs;
   std::vector<ValueRef> inputs;
   std::vector<TensorSpec> outputs;
-  int argument = -1;  // kArgument: the function's input index
-  Tensor value;       // kCapture: the outside tensor (by reference); kConstant: the owned value
-  std::string name;   // kCapture: the variable's name when there is one
+  int argument = -1;       // kArgument: the function's input index
+  Tensor value;            // kCapture: the outside tensor (by reference); kConstant: the owned value
+  std::string name;        // kCapture: the variable's name when there is one
   bool trainable = false;  // kCapture: a trainable variable (a parameter)
   // Per output: the capture node whose memory that output is written into (an
   // update folded into the op that computes it), or -1. Empty: none.
