@@ -3,26 +3,16 @@
 // kernel (oneDNN's matmul with a bias and an eltwise post-op).
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
+#include "src/ops/internal/activation_by_name.h"
 #include "src/ops/internal/elementwise_defs.h"
 #include "src/ops/internal/matmul_geometry.h"
 
 namespace nimbus {
 namespace {
-
-Tensor activate(const Tensor& x, const std::string& activation) {
-  if (activation == "relu") return relu(x);
-  if (activation == "sigmoid") return sigmoid(x);
-  if (activation == "tanh") return tanh(x);
-  if (activation == "gelu_tanh") return gelu(x, "tanh");
-  if (activation == "gelu_erf") return gelu(x, "none");
-  return x;
-}
 
 const OpSchema& kFusedMatmul = define_op({
     .name = "fused_matmul",
@@ -41,11 +31,7 @@ const OpSchema& kFusedMatmul = define_op({
             ctx.fail(fmt::format("the bias has shape {}, the product's rows have {} elements: expected [{}]",
                                  bias.to_string(), geometry.n, geometry.n));
           }
-          const std::string& activation = ctx.attrs.get_string("activation");
-          if (std::find(kMatmulActivations.begin(), kMatmulActivations.end(), activation) == kMatmulActivations.end()) {
-            ctx.fail(
-                fmt::format("unknown activation \"{}\": none, relu, sigmoid, tanh, gelu_tanh or gelu_erf", activation));
-          }
+          internal::check_fusable_activation(ctx);
           return std::vector<TensorSpec>{{geometry.output_shape, ctx.inputs[0].dtype}};
         },
     .differentiable = false,
@@ -58,7 +44,7 @@ const bool kFusedMatmulReference = register_kernel(
        ReferenceKernelsScope reference;
        const Tensor product =
            matmul(ctx.inputs[0], ctx.inputs[1], ctx.attrs.get_bool("transpose_a"), ctx.attrs.get_bool("transpose_b"));
-       ctx.outputs[0].copy_from(activate(product + ctx.inputs[2], ctx.attrs.get_string("activation")));
+       ctx.outputs[0].copy_from(internal::activate(product + ctx.inputs[2], ctx.attrs.get_string("activation")));
      }});
 
 }  // namespace

@@ -2,6 +2,7 @@
 // batch and layer normalization, dropout_mask. Shapes stay small because the
 // gradient check perturbs every input element.
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "op_cases.h"
 
@@ -99,6 +100,24 @@ NIMBUS_OP_CASES(conv) {
        .data_format = "NCHW"},
   };
   for (const ConvPattern& p : patterns) add_conv_cases(p);
+  // fused_conv2d (NHWC only): each activation on one geometry, and strides, groups and a larger image.
+  const auto fused = [](const std::string& name, const ConvPattern& p, const char* activation) {
+    add_op_case({.name = "fused_conv2d_" + name,
+                 .op = "fused_conv2d",
+                 .inputs = {{p.x}, {p.filter}, {Shape{p.filter[3]}}},
+                 .attrs = {{"strides", p.strides},
+                           {"padding", std::string(p.padding)},
+                           {"dilations", p.dilations},
+                           {"groups", p.groups},
+                           {"data_format", std::string("NHWC")},
+                           {"activation", std::string(activation)}}});
+  };
+  for (std::string_view activation : kMatmulActivations) {
+    fused(std::string(activation), patterns[0], std::string(activation).c_str());
+  }
+  fused("same_stride2_relu", patterns[1], "relu");
+  fused("groups2_gelu", patterns[5], "gelu_tanh");
+  fused("large_relu", {.suffix = "", .x = {4, 28, 28, 3}, .filter = {3, 3, 3, 32}, .padding = "same"}, "relu");
 }
 
 namespace {

@@ -34,11 +34,12 @@ int forward_updates(Graph& graph);
 // Returns the number of fused nodes made.
 int fuse_elementwise(Graph& graph);
 
-// Matmul epilogues (the JIT switch too): a matmul whose only reader adds a
-// 1-D bias, and the activation (relu, sigmoid, tanh, gelu) when it is that
-// add's only reader, become one fused_matmul node (oneDNN's bias and post-op).
-// Returns the number of fused_matmul nodes made.
-int fuse_matmul_epilogues(Graph& graph);
+// Epilogues (the JIT switch too): a matmul or channels-last conv2d whose only
+// reader adds a 1-D bias over its last axis, and the activation (relu,
+// sigmoid, tanh, gelu) when it is that add's only reader, become one
+// fused_matmul or fused_conv2d node (oneDNN's bias and post-op). Returns the
+// number of fused nodes made.
+int fuse_epilogues(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
 // Returns the number of assigns folded.
@@ -50,7 +51,7 @@ struct PassOptions {
   bool eliminate_common_subexpressions = true;
   bool simplify_algebra = true;
   bool fuse_elementwise = true;
-  bool fuse_matmul_epilogues = true;
+  bool fuse_epilogues = true;
   bool update_in_place = true;
 };
 

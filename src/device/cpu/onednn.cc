@@ -33,4 +33,18 @@ void throw_dnnl_failure(const char* statement, const char* file, int line, const
                                   error.what(), static_cast<int>(error.status)));
 }
 
+dnnl::primitive_attr activation_post_op(std::string_view activation) {
+  dnnl::primitive_attr attr;
+  if (activation == "none") return attr;
+  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_gelu_erf;
+  if (activation == "relu") algorithm = dnnl::algorithm::eltwise_relu;
+  if (activation == "sigmoid") algorithm = dnnl::algorithm::eltwise_logistic;
+  if (activation == "tanh") algorithm = dnnl::algorithm::eltwise_tanh;
+  if (activation == "gelu_tanh") algorithm = dnnl::algorithm::eltwise_gelu_tanh;
+  dnnl::post_ops post_ops;
+  post_ops.append_eltwise(1.0f, algorithm, 0.0f, 0.0f);
+  attr.set_post_ops(post_ops);
+  return attr;
+}
+
 }  // namespace nimbus::cpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string_view>
 
 #include "nimbus/base/dtype.h"
 #include "nimbus/base/error.h"
@@ -15,6 +16,9 @@ dnnl::stream& dnnl_stream();
 // oneDNN's element type for ours; throws Unimplemented for types it lacks.
 dnnl::memory::data_type dnnl_data_type(DType dtype);
 bool dnnl_supports(DType dtype);
+// An attribute with fused_matmul's / fused_conv2d's activation (kMatmulActivations)
+// as an eltwise post-op; none for "none".
+dnnl::primitive_attr activation_post_op(std::string_view activation);
 
 [[noreturn]] void throw_dnnl_failure(const char* statement, const char* file, int line, const dnnl::error& error);
 

@@ -6,12 +6,17 @@
 // (backward data measured 20x slower at 128x28x28x32); so each primitive
 // picks its own filter layout (format_tag::any) and the filter, or the filter
 // gradient, is reordered per call when that layout differs from ours.
-// Primitives are created once per geometry and cached.
+// Primitives are created once per geometry and cached. fused_conv2d is the
+// forward convolution with a bias operand and an eltwise post-op.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cpu/onednn.h"
 #include "src/device/cpu/onednn_image.h"
@@ -24,6 +29,13 @@ using dnnl::memory;
 using internal::Conv2dGeometry;
 
 enum class Direction : int64_t { kForward, kBackwardInput, kBackwardFilter };
+
+// A forward convolution's epilogue: none (conv2d), or fused_conv2d's bias and
+// activation (an index into kMatmulActivations).
+struct Epilogue {
+  bool bias = false;
+  int64_t activation = 0;
+};
 
 // oneDNN's logical filter dims: (F, C, KH, KW), or (G, F/G, C/G, KH, KW) with groups.
 memory::dims filter_dims(const Conv2dGeometry& g) {
@@ -48,8 +60,10 @@ struct ConvPrimitive {
   std::optional<dnnl::reorder> filter_reorder;
 };
 
-const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g) {
+const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, const Epilogue& epilogue = {}) {
   const std::vector<int64_t> key{static_cast<int64_t>(direction),
+                                 epilogue.bias,
+                                 epilogue.activation,
                                  g.input.batch,
                                  g.input.height,
                                  g.input.width,
@@ -92,6 +106,14 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g) {
                         engine));
   switch (direction) {
     case Direction::kForward:
+      if (epilogue.bias) {
+        const memory::desc bias({g.filters}, memory::data_type::f32, memory::format_tag::x);
+        NIMBUS_DNNL_CHECK(
+            forward = dnnl::convolution_forward::primitive_desc(
+                dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src, filter_any, bias,
+                                                dst, strides, dilations, pad_before, pad_after),
+                activation_post_op(kMatmulActivations[static_cast<size_t>(epilogue.activation)]), engine));
+      }
       entry.filter = forward.weights_desc();
       NIMBUS_DNNL_CHECK(entry.primitive = dnnl::convolution_forward(forward));
       break;
@@ -142,16 +164,28 @@ void with_filter(const ConvPrimitive& conv, Direction direction, const Tensor& f
   stream.wait();
 }
 
-// x (N,H,W,C) | (N,C,H,W), filter (KH,KW,C/G,F) | (F,C/G,KH,KW) -> y (N,OH,OW,F) | (N,F,OH,OW)
+// x (N,H,W,C) | (N,C,H,W), filter (KH,KW,C/G,F) | (F,C/G,KH,KW) -> y (N,OH,OW,F) | (N,F,OH,OW);
+// fused_conv2d adds its bias (F) and activation.
 void onednn_conv2d(KernelContext& ctx) {
   const Tensor &x = ctx.inputs[0], &filter = ctx.inputs[1];
   const Conv2dGeometry g(x.shape(), filter.shape(), ctx.attrs, ctx.op.name);
-  const ConvPrimitive& conv = get_conv(Direction::kForward, g);
+  Epilogue epilogue;
+  if (ctx.inputs.size() == 3) {
+    const std::string& activation = ctx.attrs.get_string("activation");
+    epilogue = {.bias = true,
+                .activation = std::find(kMatmulActivations.begin(), kMatmulActivations.end(), activation) -
+                              kMatmulActivations.begin()};
+  }
+  const ConvPrimitive& conv = get_conv(Direction::kForward, g, epilogue);
   with_filter(conv, Direction::kForward, filter, [&](const memory& w) {
-    NIMBUS_DNNL_CHECK(
-        conv.primitive.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(image_desc(g.input), x)},
-                                               {DNNL_ARG_WEIGHTS, w},
-                                               {DNNL_ARG_DST, wrap(image_desc(g.output), ctx.outputs[0])}}));
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(image_desc(g.input), x)},
+                                         {DNNL_ARG_WEIGHTS, w},
+                                         {DNNL_ARG_DST, wrap(image_desc(g.output), ctx.outputs[0])}};
+    if (epilogue.bias) {
+      args.emplace(DNNL_ARG_BIAS,
+                   wrap(memory::desc({g.filters}, memory::data_type::f32, memory::format_tag::x), ctx.inputs[2]));
+    }
+    NIMBUS_DNNL_CHECK(conv.primitive.execute(dnnl_stream(), args));
   });
 }
 
@@ -197,6 +231,7 @@ KernelDef onednn_kernel(KernelFn fn) {
 }
 
 const bool kRegistered = register_kernel("conv2d", onednn_kernel(onednn_conv2d)) &&
+                         register_kernel("fused_conv2d", onednn_kernel(onednn_conv2d)) &&
                          register_kernel("conv2d_backward_input", onednn_kernel(onednn_conv2d_backward_input)) &&
                          register_kernel("conv2d_backward_filter", onednn_kernel(onednn_conv2d_backward_filter));
 

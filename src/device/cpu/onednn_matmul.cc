@@ -57,15 +57,6 @@ struct CachedMatmul {
   memory::desc a, b, bias, c;
 };
 
-// fused_matmul's activations as oneDNN eltwise algorithms.
-dnnl::algorithm eltwise_algorithm(const std::string& activation) {
-  if (activation == "relu") return dnnl::algorithm::eltwise_relu;
-  if (activation == "sigmoid") return dnnl::algorithm::eltwise_logistic;
-  if (activation == "tanh") return dnnl::algorithm::eltwise_tanh;
-  if (activation == "gelu_tanh") return dnnl::algorithm::eltwise_gelu_tanh;
-  return dnnl::algorithm::eltwise_gelu_erf;
-}
-
 const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g) {
   static std::mutex mutex;
   static std::map<Key, CachedMatmul> cache;
@@ -81,12 +72,7 @@ const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g
   entry.a = memory::desc(a_dims, dt, strides_for(a_dims, key.transpose_a));
   entry.b = memory::desc(b_dims, dt, strides_for(b_dims, key.transpose_b));
   entry.c = memory::desc(c_dims, dt, strides_for(c_dims, false));
-  dnnl::primitive_attr attr;
-  if (key.activation != "none") {
-    dnnl::post_ops post_ops;
-    post_ops.append_eltwise(1.0f, eltwise_algorithm(key.activation), 0.0f, 0.0f);
-    attr.set_post_ops(post_ops);
-  }
+  const dnnl::primitive_attr attr = activation_post_op(key.activation);
   if (key.bias) {
     const memory::dims bias_dims = padded_dims(Shape{}, rank, 1, g.n);
     entry.bias = memory::desc(bias_dims, dt, strides_for(bias_dims, false));

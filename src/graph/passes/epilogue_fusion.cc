@@ -1,13 +1,14 @@
-// Matmul epilogue fusion (part of the JIT switch): matmul -> add(bias) ->
-// activation becomes one fused_matmul node, which oneDNN runs as a matmul
-// with a bias operand and an eltwise post-op while the output is in cache.
+// Epilogue fusion (part of the JIT switch): matmul -> add(bias) -> activation
+// becomes one fused_matmul node, and a channels-last conv2d -> add(bias) ->
+// activation one fused_conv2d node, which oneDNN runs with a bias operand and
+// an eltwise post-op while the output is in cache.
 //
-// A matmul qualifies when its only reader is an add of a 1-D bias over its
-// last axis; the activation joins when it is the add's only reader (relu's
+// A matmul or convolution qualifies when its only reader is an add of a 1-D
+// bias over its last axis; the activation joins when it is the add's only reader (relu's
 // gradient reads relu's output, so in a training step the pre-activation has
 // no other reader). The fused node takes the place of the last op it
 // replaces, after every input it reads; nothing with side effects may run in
-// between (it could update a weight the matmul read).
+// between (it could update a weight the product read).
 #include <map>
 
 #include "nimbus/graph/passes.h"
@@ -17,7 +18,7 @@
 namespace nimbus::graph {
 namespace {
 
-// The fused_matmul activation an op node computes, or "" if it is none of them.
+// The fused activation an op node computes, or "" if it is none of them.
 std::string activation_of(const Node& node) {
   const std::string& name = node.op->name;
   if (name == "relu" || name == "sigmoid" || name == "tanh") return name;
@@ -31,7 +32,7 @@ bool is_op(const Node& node, const char* name) {
 
 }  // namespace
 
-int fuse_matmul_epilogues(Graph& graph) {
+int fuse_epilogues(Graph& graph) {
   auto& nodes = graph.nodes();
   // Each value's readers (node ids; graph outputs count as a reader of -1).
   std::map<std::pair<int, int>, std::vector<int>> readers;
@@ -48,7 +49,10 @@ int fuse_matmul_epilogues(Graph& graph) {
 
   int fused = 0;
   for (int m = 0; m < static_cast<int>(nodes.size()); ++m) {
-    if (!is_op(nodes[static_cast<size_t>(m)], "matmul")) continue;
+    const bool matmul = is_op(nodes[static_cast<size_t>(m)], "matmul");
+    const bool conv = is_op(nodes[static_cast<size_t>(m)], "conv2d") &&
+                      nodes[static_cast<size_t>(m)].attrs.get_string("data_format") == "NHWC";
+    if (!matmul && !conv) continue;
     const int add = only_reader(m);
     if (add < 0 || !is_op(nodes[static_cast<size_t>(add)], "add")) continue;
     const Node& add_node = nodes[static_cast<size_t>(add)];
@@ -77,13 +81,12 @@ int fuse_matmul_epilogues(Graph& graph) {
     }
     if (side_effect_between) continue;
 
-    const Node& matmul = nodes[static_cast<size_t>(m)];
+    const Node& contraction = nodes[static_cast<size_t>(m)];
     Node& target = nodes[static_cast<size_t>(last)];
-    target.op = &OpRegistry::global().get("fused_matmul");
-    target.attrs = Attrs{{"transpose_a", matmul.attrs.get_bool("transpose_a")},
-                         {"transpose_b", matmul.attrs.get_bool("transpose_b")},
-                         {"activation", activation}};
-    target.inputs = {matmul.inputs[0], matmul.inputs[1], bias};
+    target.op = &OpRegistry::global().get(matmul ? "fused_matmul" : "fused_conv2d");
+    target.attrs = contraction.attrs;
+    target.attrs.set("activation", activation);
+    target.inputs = {contraction.inputs[0], contraction.inputs[1], bias};
     nodes[static_cast<size_t>(m)].removed = true;
     if (last != add) nodes[static_cast<size_t>(add)].removed = true;
     ++fused;
