@@ -126,6 +126,7 @@ std::string signature_text(const std::vector<InputSignature>& inputs) {
 
 std::vector<InputSignature> as_signature(const std::vector<TensorSpec>& specs) {
   std::vector<InputSignature> result;
+  result.reserve(specs.size());
   for (const TensorSpec& spec : specs) result.push_back({spec.shape.to_vector(), spec.dtype});
   return result;
 }
@@ -200,8 +201,9 @@ struct Function::State {
         results = body(arguments);
       }
       for (const Tensor& result : results) {
-        if (!result.defined())
+        if (!result.defined()) {
           throw InvalidArgument(fmt::format("traced function '{}' returned an undefined tensor", options.name));
+        }
         graph.outputs().push_back(tracer.value_of(result));
       }
     }

@@ -19,23 +19,30 @@ bool Node::has_side_effects() const {
 }
 
 int Graph::add_argument(int index, const TensorSpec& spec) {
-  Node node{.kind = NodeKind::kArgument, .outputs = {spec}, .argument = index};
+  Node node;
+  node.kind = NodeKind::kArgument;
+  node.outputs = {spec};
+  node.argument = index;
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }
 
 int Graph::add_capture(const Tensor& tensor, std::string name, bool trainable) {
-  Node node{.kind = NodeKind::kCapture,
-            .outputs = {{tensor.shape(), tensor.dtype()}},
-            .value = tensor,
-            .name = std::move(name),
-            .trainable = trainable};
+  Node node;
+  node.kind = NodeKind::kCapture;
+  node.outputs = {{tensor.shape(), tensor.dtype()}};
+  node.value = tensor;
+  node.name = std::move(name);
+  node.trainable = trainable;
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }
 
 int Graph::add_constant(const Tensor& value) {
-  Node node{.kind = NodeKind::kConstant, .outputs = {{value.shape(), value.dtype()}}, .value = value};
+  Node node;
+  node.kind = NodeKind::kConstant;
+  node.outputs = {{value.shape(), value.dtype()}};
+  node.value = value;
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }
@@ -46,8 +53,12 @@ int Graph::add_op(const OpSchema& op, const Attrs& attrs, std::vector<ValueRef> 
     NIMBUS_ASSERT(input.node >= 0 && input.node < static_cast<int>(nodes_.size()))
         << op.name << " reads %" << input.node << ", which is not (yet) in the graph";
   }
-  Node node{
-      .kind = NodeKind::kOp, .op = &op, .attrs = attrs, .inputs = std::move(inputs), .outputs = std::move(outputs)};
+  Node node;
+  node.kind = NodeKind::kOp;
+  node.op = &op;
+  node.attrs = attrs;
+  node.inputs = std::move(inputs);
+  node.outputs = std::move(outputs);
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }

@@ -24,7 +24,7 @@ const OpSchema& kFusedConv2d = define_op({
     .infer =
         [](const InferContext& ctx) {
           ctx.expect_same_dtype(0, 2);
-          const std::vector<TensorSpec> convolved = infer_outputs(conv2d_op(), ctx.inputs.first(2), ctx.attrs);
+          std::vector<TensorSpec> convolved = infer_outputs(conv2d_op(), ctx.inputs.first(2), ctx.attrs);
           if (ctx.attrs.get_string("data_format") != "NHWC") {
             ctx.fail("the bias is added over the last axis: only data_format NHWC fuses");
           }

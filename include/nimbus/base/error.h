@@ -47,12 +47,15 @@ class Error : public std::runtime_error {
   std::string hint_;
 };
 
+// Name and Kind are a class name and an enumerator, which cannot take parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define NIMBUS_DEFINE_ERROR(Name, Kind)                                  \
   class Name : public Error {                                            \
    public:                                                               \
     explicit Name(std::string message, std::string hint = {})            \
         : Error(ErrorKind::Kind, std::move(message), std::move(hint)) {} \
   }
+// NOLINTEND(bugprone-macro-parentheses)
 
 // Bad argument from the caller: wrong shape, dtype, axis, key or value.
 NIMBUS_DEFINE_ERROR(InvalidArgument, kInvalidArgument);

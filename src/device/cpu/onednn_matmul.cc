@@ -21,7 +21,7 @@ using dnnl::memory;
 memory::dims padded_dims(const Shape& batch, int rank, int64_t rows, int64_t cols) {
   memory::dims dims(static_cast<size_t>(rank), 1);
   const int offset = rank - 2 - batch.rank();
-  for (int i = 0; i < batch.rank(); ++i) dims[static_cast<size_t>(offset + i)] = batch.dims()[i];
+  for (int i = 0; i < batch.rank(); ++i) dims[static_cast<size_t>(offset) + static_cast<size_t>(i)] = batch.dims()[i];
   dims[static_cast<size_t>(rank - 2)] = rows;
   dims[static_cast<size_t>(rank - 1)] = cols;
   return dims;

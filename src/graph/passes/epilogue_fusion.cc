@@ -38,8 +38,9 @@ int fuse_epilogues(Graph& graph) {
   std::map<std::pair<int, int>, std::vector<int>> readers;
   for (int id = 0; id < static_cast<int>(nodes.size()); ++id) {
     if (nodes[static_cast<size_t>(id)].removed) continue;
-    for (const ValueRef& input : nodes[static_cast<size_t>(id)].inputs)
+    for (const ValueRef& input : nodes[static_cast<size_t>(id)].inputs) {
       readers[{input.node, input.output}].push_back(id);
+    }
   }
   for (const ValueRef& output : graph.outputs()) readers[{output.node, output.output}].push_back(-1);
   const auto only_reader = [&](int node) {
