@@ -86,6 +86,17 @@ nlohmann::json regularizer_to_json(const Regularizer& regularizer) {
   return {{"class_name", "L1L2"}, {"config", {{"l1", regularizer.l1}, {"l2", regularizer.l2}}}};
 }
 
+// The config keys Dense and Conv2D share: activation, bias and the kernel's
+// initializer and regularizer (their options structs name them alike).
+template <typename Options>
+nlohmann::json kernel_layer_config(const Options& options) {
+  return {{"activation", options.activation},
+          {"use_bias", options.use_bias},
+          {"kernel_initializer", initializer_to_json(options.kernel_initializer)},
+          {"bias_initializer", initializer_to_json(options.bias_initializer)},
+          {"kernel_regularizer", regularizer_to_json(options.kernel_regularizer)}};
+}
+
 Regularizer regularizer_from_json(const nlohmann::json& json) {
   if (json.is_null()) return {};
   const nlohmann::json& config = json.at("config");
@@ -149,13 +160,9 @@ class DenseLayer : public LayerImpl {
     if (options_.use_bias) bias_ = add_weight("bias", Shape{units_}, options_.bias_initializer);
   }
   nlohmann::json get_config() const override {
-    return {{"name", name()},
-            {"units", units_},
-            {"activation", options_.activation},
-            {"use_bias", options_.use_bias},
-            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
-            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
-            {"kernel_regularizer", regularizer_to_json(options_.kernel_regularizer)}};
+    nlohmann::json config = kernel_layer_config(options_);
+    config.update({{"name", name()}, {"units", units_}});
+    return config;
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Tensor& x = inputs[0];
@@ -228,17 +235,14 @@ class Conv2DLayer : public LayerImpl {
     if (options_.use_bias) bias_ = add_weight("bias", Shape{filters_}, options_.bias_initializer);
   }
   nlohmann::json get_config() const override {
-    return {{"name", name()},
-            {"filters", filters_},
-            {"kernel_size", kernel_size_},
-            {"strides", options_.strides},
-            {"padding", options_.padding},
-            {"dilation_rate", options_.dilation_rate},
-            {"activation", options_.activation},
-            {"use_bias", options_.use_bias},
-            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
-            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
-            {"kernel_regularizer", regularizer_to_json(options_.kernel_regularizer)}};
+    nlohmann::json config = kernel_layer_config(options_);
+    config.update({{"name", name()},
+                   {"filters", filters_},
+                   {"kernel_size", kernel_size_},
+                   {"strides", options_.strides},
+                   {"padding", options_.padding},
+                   {"dilation_rate", options_.dilation_rate}});
+    return config;
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     Tensor y = conv2d(inputs[0], kernel_.value(),
