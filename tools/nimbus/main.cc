@@ -1,13 +1,10 @@
-// The nimbus command line: parses arguments and calls the library.
-#include <fmt/format.h>
-
+// The nimbus command line: parses arguments and runs the chosen subcommand (commands.h).
 #include <CLI/CLI.hpp>
-#include <fstream>
 #include <iostream>
+#include <map>
 
+#include "commands.h"
 #include "nimbus/nimbus.h"
-#include "nimbus/ops/registry.h"
-#include "nimbus/train/config.h"
 
 int main(int argc, char** argv) {
   nimbus::reexec_with_omp_defaults(argc, argv);
@@ -19,47 +16,21 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "compute threads (runtime.threads; 0 = all cores)")
       ->check(CLI::NonNegativeNumber);
 
-  CLI::App* info = app.add_subcommand("info", "show the devices and libraries this build can use");
-  CLI::App* ops = app.add_subcommand("ops", "print every op as a Markdown table (docs/ops.md)");
-  CLI::App* train = app.add_subcommand("train", "train a model as a YAML config says (docs/training.md)");
-  std::string config_path, summary_path;
-  std::vector<std::string> overrides;
-  train->add_option("config", config_path, "the YAML config")->required();
-  train->add_option("--set", overrides, "key.path=value: set a config key (repeatable), e.g. --set fit.epochs=3");
-  train->add_option("--summary", summary_path, "write the run's summary (JSON) to this file");
+  // One line per subcommand; each one's options and code live in tools/nimbus/<name>_command.cc.
+  const std::map<std::string, nimbus::cli::Command> commands = {
+      {"info", nimbus::cli::add_info_command(app)},
+      {"ops", nimbus::cli::add_ops_command(app)},
+      {"train", nimbus::cli::add_train_command(app, threads)},
+  };
 
   CLI11_PARSE(app, argc, argv);
   try {
     nimbus::RuntimeOptions options;
     options.threads = threads;
     nimbus::configure_runtime(options);
-    if (*ops) std::cout << nimbus::op_list_markdown();
-    if (*train) {
-      // --threads on the command line wins over runtime.threads in the file.
-      if (threads > 0) overrides.push_back("runtime.threads=" + std::to_string(threads));
-      const nlohmann::json summary =
-          nimbus::train::run_config(nimbus::train::load_config(config_path, overrides), std::cout);
-      if (!summary_path.empty()) {
-        std::ofstream out(summary_path);
-        if (!out) throw nimbus::NotFound(fmt::format("{}: cannot write the summary", summary_path));
-        out << summary.dump(2) << "\n";
-      }
-      std::cout << fmt::format("samples/s: {:.0f}  final: {}\n", summary["samples_per_sec"].get<double>(),
-                               summary["final"].dump());
-    }
-    if (*info) {
-      for (nimbus::DeviceType type : {nimbus::DeviceType::kCPU, nimbus::DeviceType::kCUDA}) {
-        if (!nimbus::has_backend(type)) {
-          std::cout << nimbus::device_type_name(type) << ": not available in this build\n";
-          continue;
-        }
-        nimbus::Backend& backend = nimbus::backend(type);
-        for (int i = 0; i < backend.device_count(); ++i) std::cout << backend.describe(i) << "\n";
-      }
-    }
+    return commands.at(app.get_subcommands().front()->get_name())();
   } catch (const nimbus::Error& error) {
     std::cerr << "nimbus: " << error_kind_name(error.kind()) << ": " << error.what() << "\n";
     return 1;
   }
-  return 0;
 }
