@@ -13,5 +13,8 @@ using Command = std::function<int()>;
 Command add_info_command(CLI::App& app);
 Command add_ops_command(CLI::App& app);
 Command add_train_command(CLI::App& app, const int& threads);
+Command add_bench_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
+Command add_k8s_command(CLI::App& app);
 
 }  // namespace nimbus::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
       {"info", nimbus::cli::add_info_command(app)},
       {"ops", nimbus::cli::add_ops_command(app)},
       {"train", nimbus::cli::add_train_command(app, threads)},
+      {"bench", nimbus::cli::add_bench_command(app)},
+      {"plan", nimbus::cli::add_plan_command(app)},
+      {"k8s", nimbus::cli::add_k8s_command(app)},
   };
 
   CLI11_PARSE(app, argc, argv);

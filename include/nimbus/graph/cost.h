@@ -30,6 +30,7 @@ struct NodeCost {
   double flops = 0;
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
+  std::string op;  // the op that runs (empty for non-op nodes and views): how the planner tells matmuls apart
 };
 
 struct GraphCost {

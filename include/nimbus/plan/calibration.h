@@ -1,0 +1,25 @@
+// nimbus bench: measures the local device's achieved matmul and convolution rates, bandwidth and
+// per-kernel overhead, as traced graphs run them, and stores a profile (JSON) the planner uses for
+// the local machine and to check its model against `nimbus train`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nimbus/plan/device_model.h"
+
+namespace nimbus::plan {
+
+// Runs the measurements on the CPU with the runtime's compute threads (a few seconds).
+CalibrationProfile calibrate_cpu();
+
+nlohmann::json to_json(const CalibrationProfile& profile);
+CalibrationProfile profile_from_json(const nlohmann::json& json, const std::string& source);
+
+// $NIMBUS_PROFILE, else $XDG_CACHE_HOME/nimbus/device-profile.json, else ~/.cache/nimbus/device-profile.json.
+std::string default_profile_path();
+void save_profile(const CalibrationProfile& profile, const std::string& path);
+// Throws NotFound with the remedy (`nimbus bench`) when there is none.
+CalibrationProfile load_profile(const std::string& path);
+
+}  // namespace nimbus::plan

@@ -1,0 +1,19 @@
+// The workload (workload.h) of a `nimbus train` config: its train step traced at two micro-batches
+// (train::analyze_train_step, the memory accounting's own tracing), each node's FLOPs and bytes from
+// the graph's cost and the memory from the accounting: the planner prices the same graph the trainer runs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "nimbus/plan/workload.h"
+
+namespace nimbus::plan {
+
+// `jit`: with elementwise fusion (runtime.jit) or without, for what fusion is worth.
+Workload workload_from_config(const nlohmann::json& config, bool jit);
+
+// The samples of the config's training set (data.train).
+int64_t training_samples(const nlohmann::json& config);
+
+}  // namespace nimbus::plan

@@ -1,0 +1,44 @@
+#include "nimbus/plan/device_model.h"
+
+namespace nimbus::plan {
+
+DeviceModel device_model(const GpuSpec& gpu) {
+  const double matmul_efficiency = gpu.matmul_efficiency.value_or(kDefaultMatmulEfficiency);
+  DeviceModel model{.name = gpu.short_name.empty() ? gpu.name : gpu.short_name, .is_gpu = true};
+  model.memory_bytes = gpu.memory_gb * 1e9;
+  model.bandwidth = gpu.memory_bandwidth_gbps * 1e9 * kDefaultBandwidthEfficiency;
+  // float32 matmuls run on the CUDA cores: Nimbus does not switch them to TF32 behind the user's back.
+  model.matrix_flops[Precision::kFloat32] = gpu.tflops.fp32 * 1e12 * matmul_efficiency;
+  if (gpu.tflops.bf16) model.matrix_flops[Precision::kMixedBfloat16] = *gpu.tflops.bf16 * 1e12 * matmul_efficiency;
+  if (gpu.tflops.fp16) model.matrix_flops[Precision::kMixedFloat16] = *gpu.tflops.fp16 * 1e12 * matmul_efficiency;
+  model.vector_flops = gpu.tflops.fp32 * 1e12 * kDefaultVectorEfficiency;
+  model.launch_seconds = kGpuLaunchSeconds;
+  return model;
+}
+
+DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes) {
+  DeviceModel model{.name = cpu.name, .is_gpu = false};
+  model.memory_bytes = ram_bytes;
+  model.bandwidth = cpu.memory_bandwidth_gbps_per_core * 1e9 * cores * kDefaultBandwidthEfficiency;
+  const double peak = cpu.fp32_gflops_per_core * 1e9 * cores;
+  model.matrix_flops[Precision::kFloat32] = peak * cpu.matmul_efficiency;
+  model.vector_flops = peak * kDefaultVectorEfficiency;
+  // A traced step's kernel on the CPU costs a few microseconds of dispatch and thread wake-up.
+  model.launch_seconds = 5e-6;
+  return model;
+}
+
+DeviceModel device_model(const CalibrationProfile& profile) {
+  DeviceModel model{.name = profile.device, .is_gpu = profile.device != "cpu"};
+  model.memory_bytes = profile.memory_bytes;
+  model.bandwidth = profile.bandwidth;
+  model.matrix_flops[Precision::kFloat32] = profile.matmul_flops;
+  model.convolution_ratio = profile.convolution_flops / profile.matmul_flops;
+  model.vector_flops = profile.vector_flops;
+  model.launch_seconds = profile.launch_seconds;
+  model.matmul_overhead_seconds = profile.matmul_overhead_seconds;
+  model.convolution_overhead_seconds = profile.convolution_overhead_seconds;
+  return model;
+}
+
+}  // namespace nimbus::plan

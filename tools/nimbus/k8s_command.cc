@@ -1,0 +1,71 @@
+// nimbus k8s CONFIG.yaml [plan arguments] --plan N: Kubernetes manifests for plan N of `nimbus plan`
+// (a Job, or an MPIJob across nodes), to stdout or one file per object in -o DIR.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "nimbus/base/error.h"
+#include "nimbus/plan/k8s.h"
+#include "plan_arguments.h"
+
+namespace nimbus::cli {
+
+Command add_k8s_command(CLI::App& app) {
+  CLI::App* command = app.add_subcommand("k8s", "write the Kubernetes manifests that run a plan");
+  auto arguments = std::make_shared<PlanArguments>();
+  arguments->add_to(*command);
+  struct K8sArguments {
+    size_t plan = 1;
+    std::string instance, output_dir;
+    plan::ManifestOptions manifest;
+  };
+  auto k8s = std::make_shared<K8sArguments>();
+  command->add_option("--plan", k8s->plan, "which plan, counting from 1 in the order nimbus plan prints")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--instance", k8s->instance, "the best plan on this instance type instead of --plan");
+  command->add_option("-o,--output", k8s->output_dir, "write one YAML file per object into this folder");
+  command->add_option("--name", k8s->manifest.name, "job name (default nimbus-train)");
+  command->add_option("--image", k8s->manifest.image, "container image with nimbus (deploy/Dockerfile)");
+  command->add_option("--metrics-port", k8s->manifest.metrics_port, "port of nimbus train's Prometheus exporter");
+  command->add_option("--storage", k8s->manifest.storage, "size of the run-directory volume (default 20Gi)");
+  command->add_option("--storage-class", k8s->manifest.storage_class, "storage class of that volume");
+  return [arguments, k8s] {
+    PlanArguments::Resolved resolved = arguments->resolve();
+    const plan::PlanResult result =
+        plan::make_plans(resolved.workload, resolved.catalog, resolved.request, resolved.unfused);
+    std::vector<plan::Plan> plans;
+    for (const plan::Plan& p : result.plans) {
+      if (p.cloud != "local" && (k8s->instance.empty() || p.instance == k8s->instance)) plans.push_back(p);
+    }
+    if (k8s->plan > plans.size()) {
+      throw InvalidArgument(fmt::format("there is no plan {}{}: {} plans", k8s->plan,
+                                        k8s->instance.empty() ? "" : " on " + k8s->instance, plans.size()),
+                            "run nimbus plan with the same arguments to see them");
+    }
+    plan::ManifestOptions options = k8s->manifest;
+    options.config_text = resolved.config_text;
+    options.set_overrides = arguments->overrides;
+    options.spot = arguments->spot;
+    const std::vector<nlohmann::json> documents = plan::manifests(plans[k8s->plan - 1], resolved.catalog, options);
+    if (k8s->output_dir.empty()) {
+      std::cout << plan::to_yaml(documents);
+      return 0;
+    }
+    std::filesystem::create_directories(k8s->output_dir);
+    for (const nlohmann::json& document : documents) {
+      const std::string path = fmt::format("{}/{}-{}.yaml", k8s->output_dir, document["kind"].get<std::string>(),
+                                           document["metadata"]["name"].get<std::string>());
+      std::ofstream out(path);
+      out << plan::to_yaml({document});
+      if (!out) throw NotFound(fmt::format("{}: cannot write the manifest", path));
+      std::cerr << "wrote " << path << "\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace nimbus::cli
