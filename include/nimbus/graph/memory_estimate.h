@@ -17,7 +17,7 @@
 //         + framework reserve (what the device holds outside the allocator)
 // Every figure but the reserve is served by the device's allocator, so
 // total() − framework_reserve_bytes is the peak the allocator's statistics
-// show while the step runs (tests/memory/accounting_test.cc holds it to 10%).
+// show while the step runs (tests/memory_accounting/accounting_test.cc holds it to 10%).
 #pragma once
 
 #include <cstdint>
