@@ -1,6 +1,9 @@
 # Build options shared by every target.
 option(NIMBUS_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(NIMBUS_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
+# The CUDA pieces written so far: the device allocator's cudaMalloc sub-allocator
+# (src/device/cuda/); needs the CUDA toolkit. The CUDA backend will build here too.
+option(NIMBUS_CUDA "Build the CUDA sources in src/device/cuda (needs the CUDA toolkit)" OFF)
 option(NIMBUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 
 # x86-64-v3 (AVX2, FMA, F16C) is the baseline of every cloud CPU we target;

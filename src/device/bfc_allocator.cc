@@ -285,6 +285,13 @@ uint64_t BfcAllocator::release_free_regions() {
   return released;
 }
 
+uint64_t BfcAllocator::capacity() const {
+  std::lock_guard lock(mutex_);
+  if (options_.mode == MemoryMode::kPreallocate) return counters_.bytes_reserved;
+  const uint64_t device = counters_.bytes_reserved + sub_allocator_->free_memory();
+  return options_.limit ? std::min(*options_.limit, device) : device;
+}
+
 uint64_t BfcAllocator::trim() {
   std::lock_guard lock(mutex_);
   if (options_.mode == MemoryMode::kPreallocate) return 0;

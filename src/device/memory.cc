@@ -102,6 +102,8 @@ MemoryOptions memory_options(Device device) { return bfc_allocator_for(device).o
 
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }
 
+uint64_t memory_capacity(Device device) { return bfc_allocator_for(device).capacity(); }
+
 uint64_t trim_memory(Device device) { return bfc_allocator_for(device).trim(); }
 
 std::string memory_summary(Device device) { return bfc_allocator_for(device).summary(); }

@@ -4,6 +4,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
+#include "nimbus/device/allocator.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/op_profile.h"
@@ -12,10 +13,14 @@ namespace nimbus::graph {
 
 Executor::Executor(Graph graph, MemoryPlan plan, Device device)
     : graph_(std::move(graph)), plan_(std::move(plan)), device_(device) {
+  kernels_.assign(graph_.nodes().size(), nullptr);
+}
+
+void Executor::allocate_arena() {
+  AllocationTagScope tag(MemoryTag::kActivations);
   arena_ = std::make_shared<Storage>(device_, plan_.arena_bytes);
   const auto& nodes = graph_.nodes();
-  arena_views_.resize(nodes.size());
-  kernels_.assign(nodes.size(), nullptr);
+  arena_views_.assign(nodes.size(), {});
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (size_t k = 0; k < nodes[i].outputs.size(); ++k) {
       const ValueSlot& slot = plan_.slots[i][k];
@@ -26,7 +31,13 @@ Executor::Executor(Graph graph, MemoryPlan plan, Device device)
   }
 }
 
+void Executor::release_arena() {
+  arena_views_.clear();
+  arena_.reset();
+}
+
 std::vector<Tensor> Executor::run(std::span<const Tensor> arguments) {
+  if (arena_ == nullptr) allocate_arena();
   const auto& nodes = graph_.nodes();
   std::vector<std::vector<Tensor>> values(nodes.size());
   // Fresh buffers of this run, by the value that owns them.

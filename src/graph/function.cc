@@ -273,7 +273,9 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) cons
   }
   signature.device = inputs.empty() ? Device::cpu() : inputs[0].device();
   std::lock_guard lock(s.mutex);
-  const bool eager = !s.options.graph.value_or(runtime_options().graph) || s.check_signature(signature.inputs);
+  // A signature traced before (traced_for too) runs its graph even where its dynamic dimensions differ.
+  const bool eager = !s.options.graph.value_or(runtime_options().graph) ||
+                     (s.check_signature(signature.inputs) && s.cache.count(signature) == 0);
   if (eager) return s.body(inputs);
   return s.entry_for(signature).executor->run(inputs);
 }
@@ -287,6 +289,11 @@ const TracedGraph& Function::traced_for(const std::vector<Tensor>& inputs) const
   signature.device = inputs.empty() ? Device::cpu() : inputs[0].device();
   std::lock_guard lock(s.mutex);
   return s.entry_for(signature).traced;
+}
+
+void Function::release_memory() const {
+  std::lock_guard lock(state_->mutex);
+  for (auto& [signature, entry] : state_->cache) entry.executor->release_arena();
 }
 
 }  // namespace nimbus

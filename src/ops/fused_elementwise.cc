@@ -87,6 +87,18 @@ const bool kFusedReference = register_kernel(
 
 const OpSchema& fused_elementwise_op() { return kFusedElementwise; }
 
+size_t fused_elementwise_scratch_bytes(const ExpressionProgram& program, std::span<const TensorSpec> inputs,
+                                       const Shape& shape) {
+  size_t bytes = 0;
+  for (const TensorSpec& input : inputs) {
+    if (input.shape != shape && input.shape.numel() != 1) bytes += kFusedBlockElements * dtype_size(input.dtype);
+  }
+  for (const ExpressionInstruction& instruction : program.instructions) {
+    bytes += kFusedBlockElements * dtype_size(instruction.dtype);
+  }
+  return bytes;
+}
+
 std::vector<Tensor> fused_elementwise(std::span<const Tensor> inputs, std::shared_ptr<const ExpressionProgram> program,
                                       const Shape& shape) {
   return call_op(kFusedElementwise, inputs, Attrs{{"program", AttrObjectPtr(std::move(program))}, {"shape", shape}});

@@ -16,6 +16,7 @@
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
+#include "nimbus/train/memory_check.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
@@ -24,11 +25,25 @@ namespace {
 
 using Json = nlohmann::json;
 
-enum class Kind { kInt, kNumber, kBool, kString, kIntList, kStringList, kStringOrObject, kList, kObject };
+enum class Kind {
+  kInt,
+  kIntOrAuto,
+  kNumber,
+  kBool,
+  kString,
+  kSize,
+  kIntList,
+  kStringList,
+  kStringOrObject,
+  kList,
+  kObject
+};
 
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::kInt: return "an integer";
+    case Kind::kIntOrAuto: return "an integer or auto";
+    case Kind::kSize: return "a byte count or a size such as 12GiB";
     case Kind::kNumber: return "a number";
     case Kind::kBool: return "a boolean (true or false)";
     case Kind::kString: return "a string";
@@ -83,9 +98,9 @@ const std::map<std::string, KeySpec>& schema() {
       {"data.validation.labels", {Kind::kString, nullptr}},
       {"data.validation.scale", {Kind::kNumber, 1.0 / 255}},
       {"fit.epochs", {Kind::kInt, 1}},
-      {"fit.batch_size", {Kind::kInt, 32}},
+      {"fit.batch_size", {Kind::kIntOrAuto, 32}},
       {"fit.steps_per_epoch", {Kind::kInt, nullptr}},
-      {"fit.gradient_accumulation", {Kind::kInt, 1}},
+      {"fit.gradient_accumulation", {Kind::kIntOrAuto, 1}},
       {"fit.shuffle", {Kind::kBool, true}},
       {"fit.initial_epoch", {Kind::kInt, 0}},
       {"fit.verbose", {Kind::kInt, 1}},
@@ -94,6 +109,11 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.jit", {Kind::kBool, true}},
       {"runtime.seed", {Kind::kInt, nullptr}},
       {"runtime.deterministic", {Kind::kBool, false}},
+      {"runtime.memory", {Kind::kObject, nullptr}},
+      {"runtime.memory.mode", {Kind::kString, "growth"}},
+      {"runtime.memory.fraction", {Kind::kNumber, 0.9}},
+      {"runtime.memory.limit", {Kind::kSize, nullptr}},
+      {"runtime.memory.trim_between_epochs", {Kind::kBool, false}},
   };
   return keys;
 }
@@ -183,6 +203,8 @@ Json to_json(const YAML::Node& node, const std::string& path, Source& source) {
 bool matches(const Json& value, Kind kind) {
   switch (kind) {
     case Kind::kInt: return value.is_number_integer();
+    case Kind::kIntOrAuto: return value.is_number_integer() || value == "auto";
+    case Kind::kSize: return value.is_number_integer() || value.is_string();
     case Kind::kNumber: return value.is_number();
     case Kind::kBool: return value.is_boolean();
     case Kind::kString: return value.is_string();
@@ -411,6 +433,26 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
   return parse_config(text.str(), path, overrides);
 }
 
+nn::Model model_from_config_section(const nlohmann::json& config) {
+  const Json& model_section = config.at("model");
+  if (model_section.contains("class_name")) return nn::model_from_config(model_section);
+  nn::Sequential sequential({}, model_section.value("name", std::string()));
+  sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
+                           nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
+  for (const auto& entry : model_section.at("layers")) {
+    const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
+    sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
+  }
+  return sequential;
+}
+
+CompileOptions compile_options_from_config(const nlohmann::json& config) {
+  const Json& compile_section = config.at("compile");
+  return {.optimizer = make_optimizer(compile_section.at("optimizer")),
+          .loss = make_loss(compile_section.at("loss")),
+          .metrics = compile_section.at("metrics").get<std::vector<std::string>>()};
+}
+
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
@@ -420,19 +462,9 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   runtime_options.graph = runtime.at("graph").get<bool>();
   runtime_options.jit = runtime.at("jit").get<bool>();
   configure_runtime(runtime_options);
+  configure_memory_from_config(config);
 
-  const Json& model_section = config.at("model");
-  nn::Model model = [&]() -> nn::Model {
-    if (model_section.contains("class_name")) return nn::model_from_config(model_section);
-    nn::Sequential sequential({}, model_section.value("name", std::string()));
-    sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
-                             nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
-    for (const auto& entry : model_section.at("layers")) {
-      const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
-      sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
-    }
-    return sequential;
-  }();
+  nn::Model model = model_from_config_section(config);
   if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
   if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");
   const nn::Dims input_shape(model.inputs()[0].shape().begin() + 1, model.inputs()[0].shape().end());
@@ -443,10 +475,8 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   FitOptions fit;
   const Json& fit_section = config.at("fit");
   fit.epochs = fit_section.at("epochs").get<int>();
-  fit.batch_size = fit_section.at("batch_size").get<int64_t>();
   fit.shuffle = fit_section.at("shuffle").get<bool>();
   fit.seed = runtime_options.seed;
-  fit.gradient_accumulation = fit_section.at("gradient_accumulation").get<int64_t>();
   if (fit_section.contains("steps_per_epoch") && !fit_section["steps_per_epoch"].is_null()) {
     fit.steps_per_epoch = fit_section["steps_per_epoch"].get<int64_t>();
   }
@@ -456,17 +486,21 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   if (data.contains("validation"))
     fit.validation_data = load_split(data.at("validation"), input_shape, "data.validation");
 
-  const Json& compile_section = config.at("compile");
-  Trainer trainer = compile(model, {.optimizer = make_optimizer(compile_section.at("optimizer")),
-                                    .loss = make_loss(compile_section.at("loss")),
-                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>()});
-  const History history = trainer.fit(x_train, y_train, fit);
+  Trainer trainer = compile(model, compile_options_from_config(config));
+  const MemoryDecision memory = check_memory_before_fit(trainer, x_train, y_train, config, out);
+  fit.batch_size = memory.batch_size;
+  fit.gradient_accumulation = memory.gradient_accumulation;
+  const History history =
+      fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, "oom_checkpoint.safetensors");
 
   Json summary = {{"samples_per_sec", history.samples_per_sec},
                   {"samples_total", history.samples},
                   {"steps", history.steps},
                   {"wall_seconds", history.wall_seconds},
                   {"peak_rss_bytes", peak_rss_bytes()},
+                  {"micro_batch", memory.micro_batch()},
+                  {"gradient_accumulation", memory.gradient_accumulation},
+                  {"memory", memory.to_json()},
                   {"final", Json::object()},
                   {"epochs", Json::array()}};
   for (size_t e = 0; e < history.epochs.size(); ++e) {

@@ -58,6 +58,14 @@ std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
   return sizes;
 }
 
+// Rows [begin, begin + count) of x.
+Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) {
+  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0), size(static_cast<size_t>(x.rank()), -1);
+  start[0] = begin;
+  size[0] = count;
+  return slice(x, start, size);
+}
+
 void check_data(const Tensor& x, const Tensor& y, const char* what) {
   if (!x.defined() || x.rank() < 1) throw InvalidArgument(fmt::format("{}: x needs a batch dimension", what));
   if (y.defined() && (y.rank() < 1 || y.dim(0) != x.dim(0))) {
@@ -220,8 +228,8 @@ void ensure_model_built(const nn::Model& model, const Tensor& x) {
 
 }  // namespace
 
-std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
-                                            std::optional<bool> graph, std::optional<bool> jit) {
+Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
+                              std::optional<bool> jit) {
   if (accumulation < 1) throw InvalidArgument(fmt::format("gradient_accumulation must be >= 1, got {}", accumulation));
   ensure_model_built(model_, x);
   options_.optimizer->build(model_.trainable_weights());
@@ -235,19 +243,22 @@ std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, in
       const int64_t batch = xb.dim(0);
       const int64_t parts = std::min(accumulation, batch);
       const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
-      const std::vector<Tensor> xs = parts == 1 ? std::vector<Tensor>{xb} : split(xb, sizes, 0);
-      const std::vector<Tensor> ys = parts == 1 ? std::vector<Tensor>{yb} : split(yb, sizes, 0);
       const std::vector<Variable> vars = model_.trainable_weights();
       std::vector<Tensor> gradients(vars.size());
       Tensor loss_total;
       std::vector<Tensor> statistics;
-      for (size_t k = 0; k < xs.size(); ++k) {
+      int64_t begin = 0;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
+        const Tensor xk = parts == 1 ? xb : rows_of(xb, begin, sizes[k]);
+        const Tensor yk = parts == 1 ? yb : rows_of(yb, begin, sizes[k]);
+        begin += sizes[k];
         Tensor pred, weighted;
         std::vector<Tensor> grads;
         {
           GradientTape tape;
-          pred = model_(xs[k], true);
-          Tensor loss = options_.loss(ys[k], pred);
+          pred = model_(xk, true);
+          Tensor loss = options_.loss(yk, pred);
           const Tensor regularization = model_.regularization_loss();
           if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
           weighted = parts == 1 ? loss : loss * (double(sizes[k]) / double(batch));
@@ -257,7 +268,7 @@ std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, in
           if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
         }
         loss_total = loss_total.defined() ? loss_total + weighted : weighted;
-        add_into(statistics, metric_statistics(metrics_, ys[k], pred, steps_->statistic_counts));
+        add_into(statistics, metric_statistics(metrics_, yk, pred, steps_->statistic_counts));
       }
       options_.optimizer->apply_gradients(gradients, vars);
       std::vector<Tensor> outputs = {loss_total};
@@ -267,7 +278,24 @@ std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, in
     steps_->train.emplace(function(
         body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})}));
   }
-  return (*steps_->train)({x, y});
+  return *steps_->train;
+}
+
+std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                            std::optional<bool> graph, std::optional<bool> jit) {
+  return train_step(x, y, accumulation, graph, jit)({x, y});
+}
+
+const TracedGraph& Trainer::trace_train_step(const Tensor& x, const Tensor& y, int64_t gradient_accumulation,
+                                             std::optional<bool> jit) {
+  check_data(x, y, "trace_train_step");
+  return train_step(x, y, gradient_accumulation, std::nullopt, jit).traced_for({x, y});
+}
+
+void Trainer::release_step_memory() {
+  for (const std::optional<Function>* step : {&steps_->train, &steps_->test, &steps_->predict}) {
+    if (*step) (*step)->release_memory();
+  }
 }
 
 std::vector<Tensor> Trainer::run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
@@ -444,13 +472,17 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
     }
     Logs logs = current_logs("");
     if (options.validation_data) {
+      // Training's arena and evaluation's take turns rather than adding up.
+      release_step_memory();
       EvaluateOptions evaluate_options;
-      evaluate_options.batch_size = options.batch_size;
+      // Evaluation runs the training micro-batch, which fits (its step keeps no gradients or slots).
+      evaluate_options.batch_size = options.batch_size / accumulation;
       evaluate_options.graph = options.graph;
       evaluate_options.jit = options.jit;
       const Logs validation =
           evaluate(options.validation_data->first, options.validation_data->second, evaluate_options);
       for (const auto& [name, value] : validation) logs["val_" + name] = value;
+      release_step_memory();
     }
     for (const auto& [name, value] : logs) history.history[name].push_back(value);
     history.epochs.push_back(epoch);

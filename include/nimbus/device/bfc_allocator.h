@@ -92,6 +92,11 @@ class BfcAllocator final : public Allocator {
   // `fraction` of the sub-allocator's free memory, within the limit.
   void configure(const MemoryOptions& options);
   MemoryOptions options() const;
+  // The most bytes live allocations could hold together: in preallocate mode
+  // what is reserved; in growth mode the limit, or without one what is
+  // reserved plus the device's free memory. The pre-run check compares a
+  // step's estimate with this less what is in use.
+  uint64_t capacity() const;
   // Hands fully free regions back to the sub-allocator (in growth mode) and
   // returns the bytes released.
   uint64_t trim();

@@ -62,6 +62,8 @@ void configure_memory(Device device, const MemoryOptions& options);
 // The options in effect on the device (after environment overrides).
 MemoryOptions memory_options(Device device);
 AllocatorStats memory_stats(Device device);
+// The most bytes live tensors could hold on the device together (BfcAllocator::capacity).
+uint64_t memory_capacity(Device device);
 // Hands the device's fully free regions back to the system; returns the bytes
 // released. Preallocate mode keeps its region.
 uint64_t trim_memory(Device device);

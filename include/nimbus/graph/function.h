@@ -49,8 +49,10 @@ struct FunctionOptions {
   std::optional<bool> jit;
   // When given, calls must match it (a wrong dtype or rank is an error naming
   // both signatures). A dimension of -1 is dynamic: calls may vary it without
-  // retracing; calls whose dynamic dimensions differ from the traced ones run
-  // eagerly (a ragged last batch), since Nimbus graphs have static shapes.
+  // retracing; calls whose dynamic dimensions differ from the first traced ones
+  // run eagerly (a ragged last batch), since Nimbus graphs have static shapes,
+  // unless their signature was traced too (traced_for: the memory accounting
+  // traces several batch sizes before fit picks one).
   std::optional<std::vector<InputSignature>> input_signature;
   // Warn once when the function has traced more signatures than this.
   int max_traces_before_warning = 5;
@@ -74,7 +76,11 @@ class Function {
   // How many times the body has been traced (once per new signature).
   int trace_count() const;
   // The graph for these inputs' signature, tracing it first if needed.
+  // Traces without running: no arena is allocated until the first call.
   const TracedGraph& traced_for(const std::vector<Tensor>& inputs) const;
+  // Hands the arenas of every traced signature back to the allocator; the
+  // next call allocates its signature's arena again.
+  void release_memory() const;
 
  private:
   struct State;

@@ -48,4 +48,12 @@ std::vector<Tensor> fused_elementwise(std::span<const Tensor> inputs, std::share
 // The registered schema (graph passes create fused nodes from it).
 const OpSchema& fused_elementwise_op();
 
+// Backends run a program over blocks of this many elements. The CPU kernel keeps, per compute thread and
+// between calls, a scratch of one block per instruction and per input that is neither of the fused shape
+// nor a single element (a broadcast input is gathered into it).
+inline constexpr int64_t kFusedBlockElements = 8192;
+// That scratch's bytes for one thread: the memory accounting counts it as workspace (graph/memory_estimate.h).
+size_t fused_elementwise_scratch_bytes(const ExpressionProgram& program, std::span<const TensorSpec> inputs,
+                                       const Shape& shape);
+
 }  // namespace nimbus

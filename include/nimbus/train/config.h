@@ -19,8 +19,9 @@
 //   data:
 //     train: {images: .../train-images-idx3-ubyte.gz, labels: .../train-labels-idx1-ubyte.gz}
 //     validation: {images: ..., labels: ...}
-//   fit: {epochs: 5, batch_size: 128}
-//   runtime: {threads: 2, graph: true, jit: true, seed: 1}
+//   fit: {epochs: 5, batch_size: 128}      # batch_size or gradient_accumulation may be auto (memory_check.h)
+//   runtime: {threads: 2, graph: true, jit: true, seed: 1,
+//             memory: {mode: growth, fraction: 0.9, limit: 12GiB, trim_between_epochs: false}}
 //
 // The model section may also be Keras's model.to_json() form ({class_name, config}).
 // Every key is checked: an unknown key is an InvalidArgument naming the file,
@@ -35,6 +36,9 @@
 #include <string>
 #include <vector>
 
+#include "nimbus/nn/model.h"
+#include "nimbus/train/trainer.h"
+
 namespace nimbus::train {
 
 // Reads, applies the overrides, checks, and returns the config as JSON with every default filled in.
@@ -43,9 +47,15 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
 nlohmann::json parse_config(const std::string& yaml_text, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 
+// The model of the config's model section (layers and weights built), and its compile section's
+// optimizer, loss and metrics: what run_config and the memory accounting (memory_check.h) build.
+nn::Model model_from_config_section(const nlohmann::json& config);
+CompileOptions compile_options_from_config(const nlohmann::json& config);
+
 // Trains as the config says, printing Keras's progress to `out`. Returns the summary:
 // samples_per_sec (after the first 20 steps), samples_total, steps, wall_seconds,
-// peak_rss_bytes, final (the last epoch's validation metrics, e.g. val_accuracy) and
+// peak_rss_bytes, micro_batch and gradient_accumulation (as run), memory (the pre-run estimate),
+// final (the last epoch's validation metrics, e.g. val_accuracy) and
 // epochs (one object of metrics per epoch, by Keras name).
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out);
 

@@ -25,6 +25,8 @@
 // weighted by its share of the batch, their gradients are summed, and the
 // optimizer updates once: the update equals one step on the whole batch.
 // The reported "loss" is the mean over the epoch's samples of that loss.
+// Validation runs in batches of the micro-batch (batch_size / gradient_accumulation), which the
+// train step showed to fit; its metrics are the same whatever the batch.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,11 @@
 #include "nimbus/train/losses.h"
 #include "nimbus/train/metrics.h"
 #include "nimbus/train/optimizers.h"
+
+namespace nimbus {
+class Function;
+struct TracedGraph;
+}  // namespace nimbus
 
 namespace nimbus::train {
 
@@ -147,6 +154,13 @@ class Trainer {
 
   // How many times the train step has been traced (a test counts them).
   int train_step_traces() const;
+  // The train step's graph for batches shaped like (x, y), traced without running it (no arena is
+  // allocated): what the memory accounting (train/memory_check.h) reads.
+  // x and y may be symbolic placeholders (Tensor::symbolic) once the model is built.
+  const TracedGraph& trace_train_step(const Tensor& x, const Tensor& y, int64_t gradient_accumulation = 1,
+                                      std::optional<bool> jit = std::nullopt);
+  // Hands the traced steps' arenas back to the allocator; fit does so between training and evaluation.
+  void release_step_memory();
 
   bool stop_training = false;
   // What the running fit does, for callbacks.
@@ -158,6 +172,8 @@ class Trainer {
 
  private:
   struct Steps;
+  Function& train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
+                       std::optional<bool> jit);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                                      std::optional<bool> jit);
   std::vector<Tensor> run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,

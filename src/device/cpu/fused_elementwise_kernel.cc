@@ -17,7 +17,7 @@ namespace nimbus::cpu {
 namespace {
 
 // Elements per block: a few temporaries of this size stay in a core's L2.
-constexpr int64_t kBlock = 8192;
+constexpr int64_t kBlock = kFusedBlockElements;
 
 // A tensor handle over caller-owned TensorImpl storage: views made per block without heap allocation.
 Tensor borrow(TensorImpl& impl) { return Tensor(std::shared_ptr<TensorImpl>(std::shared_ptr<void>(), &impl)); }
@@ -122,7 +122,8 @@ void fused_kernel(KernelContext& ctx) {
     }
   }
 
-  // Scratch per thread: a block-sized slot per gathered input and per instruction result.
+  // Scratch per thread: a block-sized slot per gathered input and per instruction result
+  // (fused_elementwise_scratch_bytes, which the memory accounting calls, counts the same).
   size_t scratch_bytes = 0;
   std::vector<size_t> input_slot(inputs), temp_slot(temps);
   for (size_t i = 0; i < inputs; ++i) {

@@ -3,7 +3,9 @@
 // node outside it reads one of its values, or an update of a variable one of
 // its members reads. Because of that rule, moving every member to the
 // position of the cluster's last member never moves a computation past one of
-// its readers or past an update of what it reads, and no cycle can form. Clusters of two or more ops become
+// its readers or past an update of what it reads, and no cycle can form. A node
+// does not join a cluster whose last member precedes a non-fusible kernel
+// (moves_past_other_work), so fusion never stretches lifetimes across work. Clusters of two or more ops become
 // fused_elementwise nodes; their outputs are the members' values read outside.
 #include <algorithm>
 #include <map>
@@ -38,12 +40,28 @@ struct Cluster {
   bool open = true;
 };
 
+// Joining a cluster moves its members to the joining node. If a kernel that is not fusible (a matmul, a
+// convolution, a reduction) runs between the cluster's last member and the node, the move would keep the
+// members' inputs alive across that work: a gradient accumulation g1 + g2 + g3 ... fused into one node would
+// hold every micro-batch's g until the last. Such a node starts a cluster of its own instead.
+// `kernels_before[i]`: non-fusible kernels (views aside) at positions before i.
+bool moves_past_other_work(const Cluster& cluster, size_t node, const std::vector<int>& kernels_before) {
+  const auto last = static_cast<size_t>(*std::max_element(cluster.members.begin(), cluster.members.end()));
+  return kernels_before[node] > kernels_before[last + 1];
+}
+
 }  // namespace
 
 int fuse_elementwise(Graph& graph) {
   auto& nodes = graph.nodes();
   std::vector<int> cluster_of(nodes.size(), -1);
   std::vector<Cluster> clusters;
+  std::vector<int> kernels_before(nodes.size() + 1, 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
+    const bool kernel = !node.removed && node.kind == NodeKind::kOp && !node.op->output_aliases_input;
+    kernels_before[i + 1] = kernels_before[i] + (kernel && !fusible(node, graph) ? 1 : 0);
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = nodes[i];
     if (node.removed || node.kind != NodeKind::kOp) continue;
@@ -55,6 +73,7 @@ int fuse_elementwise(Graph& graph) {
         const int c = cluster_of[static_cast<size_t>(input.node)];
         Cluster& candidate = clusters[static_cast<size_t>(std::max(c, 0))];
         if (c < 0 || c == joined || !candidate.open || candidate.shape != node.outputs[0].shape) continue;
+        if (moves_past_other_work(candidate, i, kernels_before)) continue;
         if (joined < 0) {
           joined = c;
           continue;

@@ -1,0 +1,293 @@
+#include "nimbus/train/memory_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "nimbus/base/error.h"
+#include "nimbus/base/size_units.h"
+#include "nimbus/device/memory.h"
+#include "nimbus/graph/function.h"
+#include "nimbus/ops/creation.h"
+#include "nimbus/train/config.h"
+
+namespace nimbus::train {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// A tensor of `rows` samples shaped like `data`'s rows, without memory: tracing reads only shapes.
+Tensor placeholder(const Tensor& data, int64_t rows) {
+  Shape shape = data.shape();
+  shape[0] = rows;
+  return Tensor::symbolic(shape, data.dtype(), data.device(), nullptr);
+}
+
+// Traces the step over placeholders of micro_batch × gradient_accumulation rows shaped like x's and y's.
+StepAnalysis analyze_traced_step(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t micro_batch,
+                                 int64_t gradient_accumulation, std::optional<bool> jit) {
+  if (micro_batch < 1 || gradient_accumulation < 1) {
+    throw InvalidArgument(fmt::format("analyze_train_step: micro-batch {} and gradient_accumulation {} must be >= 1",
+                                      micro_batch, gradient_accumulation));
+  }
+  if (x.rank() < 1 || y.rank() < 1) throw InvalidArgument("analyze_train_step: x and y need a batch dimension");
+  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
+  const int64_t rows = micro_batch * gradient_accumulation;
+  const TracedGraph& traced =
+      trainer.trace_train_step(placeholder(x, rows), placeholder(y, rows), gradient_accumulation, jit);
+  return {.micro_batch = micro_batch,
+          .gradient_accumulation = gradient_accumulation,
+          .memory = graph::estimate_memory(traced.optimized, traced.plan),
+          .cost = graph::graph_cost(traced.optimized, traced.plan)};
+}
+
+// Past this many micro-batches a step's fixed part (the whole batch's input, the gradients twice) dominates,
+// and each try traces a graph of that many passes.
+constexpr int64_t kMaxAccumulation = 64;
+
+bool fits(const StepAnalysis& step, uint64_t available, double margin) {
+  return static_cast<double>(step.memory.total()) <= (1 - margin) * static_cast<double>(available);
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) result.push_back(d);
+  }
+  return result;
+}
+
+// The fewest accumulation steps above `from` whose micro-batch of `batch` fits.
+std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, const Tensor& x, const Tensor& y,
+                                                          int64_t batch, int64_t from, uint64_t available) {
+  for (int64_t steps : divisors(batch)) {
+    if (steps <= from) continue;
+    if (steps > kMaxAccumulation) break;
+    StepAnalysis step = analyze_train_step(trainer, x, y, batch / steps, steps);
+    if (fits(step, available, kSafetyMargin)) return step;
+  }
+  return std::nullopt;
+}
+
+// The memory left for the step: the device's capacity less what the process holds besides the
+// model's and optimizer's variables (which the estimate counts, and which exist once traced).
+uint64_t memory_available_for(const StepAnalysis& step, Device device) {
+  const uint64_t in_use = memory_stats(device).bytes_in_use;
+  const uint64_t variables = step.memory.parameter_bytes + step.memory.optimizer_state_bytes;
+  const uint64_t held_elsewhere = in_use > variables ? in_use - variables : 0;
+  const uint64_t capacity = memory_capacity(device);
+  return capacity > held_elsewhere ? capacity - held_elsewhere : 0;
+}
+
+std::string needs(const StepAnalysis& step, uint64_t available) {
+  return fmt::format("a micro-batch of {} needs {} of {}", step.micro_batch, format_bytes(step.memory.total()),
+                     format_bytes(available));
+}
+
+[[noreturn]] void refuse(Trainer& trainer, const Tensor& x, const Tensor& y, const StepAnalysis& step,
+                         uint64_t available) {
+  const int64_t batch = step.micro_batch * step.gradient_accumulation;
+  const std::string message = fmt::format(
+      "{} ({}); the memory left is the device's capacity (runtime.memory.limit, or its free memory) "
+      "less what the process holds (the data set on the CPU)",
+      needs(step, available), step.memory.to_string());
+  const std::optional<StepAnalysis> remedy =
+      fewest_accumulation_that_fits(trainer, x, y, batch, step.gradient_accumulation, available);
+  if (remedy) {
+    throw OutOfMemory(message, fmt::format("gradient_accumulation: {} keeps the batch of {} in {} (or "
+                                           "gradient_accumulation: auto; a larger runtime.memory.limit)",
+                                           remedy->gradient_accumulation, batch, format_bytes(remedy->memory.total())));
+  }
+  throw OutOfMemory(message, fmt::format("even a micro-batch of 1 does not fit with a {:.0f}% margin: a smaller "
+                                         "model, or more memory (runtime.memory.limit)",
+                                         100 * kSafetyMargin));
+}
+
+// fit.batch_size: auto: the largest power of two up to the training set's size that fits without
+// accumulation. A straight line through two traced sizes (the estimate grows linearly with the
+// batch) predicts it; tracing the prediction confirms it, halving while it does not fit.
+MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const Tensor& y) {
+  const int64_t samples = x.dim(0);
+  const int64_t small = std::min<int64_t>(16, samples), large = std::min<int64_t>(32, samples);
+  const StepAnalysis at_small = analyze_train_step(trainer, x, y, small);
+  // The variables exist once a step is traced (the first trace builds the optimizer's slots).
+  const uint64_t available = memory_available_for(at_small, x.device());
+  const StepAnalysis at_large = analyze_train_step(trainer, x, y, large);
+  const double per_sample =
+      large > small ? double(at_large.memory.total() - at_small.memory.total()) / double(large - small) : 0;
+  const double budget = (1 - kSafetyMargin) * static_cast<double>(available);
+  const double fixed = static_cast<double>(at_small.memory.total()) - per_sample * double(small);
+  int64_t predicted = per_sample > 0 ? static_cast<int64_t>((budget - fixed) / per_sample) : samples;
+  predicted = std::clamp<int64_t>(predicted, 1, samples);
+  int64_t batch = 1;
+  while (batch * 2 <= predicted) batch *= 2;
+  StepAnalysis step = analyze_train_step(trainer, x, y, batch);
+  if (fits(step, available, kSafetyMargin)) {
+    // The line may be pessimistic: try doubling while the next power of two fits.
+    while (batch * 2 <= samples) {
+      StepAnalysis doubled = analyze_train_step(trainer, x, y, batch * 2);
+      if (!fits(doubled, available, kSafetyMargin)) break;
+      step = std::move(doubled);
+      batch *= 2;
+    }
+  } else {
+    while (!fits(step, available, kSafetyMargin)) {
+      if (batch == 1) refuse(trainer, x, y, step, available);
+      batch /= 2;
+      step = analyze_train_step(trainer, x, y, batch);
+    }
+  }
+  return {.batch_size = batch,
+          .step = step,
+          .available_bytes = available,
+          .reason = fmt::format("fit.batch_size: auto chose {}: the largest power of two (up to the {} samples) whose "
+                                "step fits in the {} left less a {:.0f}% margin ({}; {} per sample)",
+                                batch, samples, format_bytes(available), 100 * kSafetyMargin,
+                                format_bytes(step.memory.total()), format_bytes(static_cast<uint64_t>(per_sample)))};
+}
+
+class MemoryEpochCallback : public Callback {
+ public:
+  MemoryEpochCallback(bool trim, Device device) : trim_(trim), device_(device) {}
+  void on_epoch_end(Trainer& trainer, int epoch, const Logs&) override {
+    epochs_done_ = epoch;
+    if (!trim_) return;
+    trainer.release_step_memory();
+    trim_memory(device_);
+  }
+  int epochs_done() const { return epochs_done_; }
+
+ private:
+  bool trim_;
+  Device device_;
+  int epochs_done_ = 0;
+};
+
+}  // namespace
+
+StepAnalysis analyze_train_step(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t micro_batch,
+                                int64_t gradient_accumulation) {
+  return analyze_traced_step(trainer, x, y, micro_batch, gradient_accumulation, std::nullopt);
+}
+
+StepAnalysis analyze_train_step(const nlohmann::json& config, int64_t micro_batch, int64_t gradient_accumulation) {
+  const nn::Model model = model_from_config_section(config);
+  if (model.inputs().size() != 1) throw Unimplemented("analyze_train_step: models with one input only, for now");
+  Trainer trainer = compile(model, compile_options_from_config(config));
+  // One sample of each: IDX labels are u8, one per sample.
+  nn::Dims sample = model.inputs()[0].shape();
+  sample[0] = 1;
+  const Tensor x = zeros(Shape(std::span<const int64_t>(sample)), model.inputs()[0].dtype());
+  const Tensor y = zeros(Shape({1}), DType::kU8);
+  return analyze_traced_step(trainer, x, y, micro_batch, gradient_accumulation,
+                             config.at("runtime").at("jit").get<bool>());
+}
+
+nlohmann::json MemoryDecision::to_json() const {
+  const graph::MemoryEstimate& m = step.memory;
+  return {{"parameter_bytes", m.parameter_bytes},
+          {"gradient_bytes", m.gradient_bytes},
+          {"optimizer_state_bytes", m.optimizer_state_bytes},
+          {"master_weight_bytes", m.master_weight_bytes},
+          {"activation_bytes", m.activation_bytes},
+          {"workspace_bytes", m.workspace_bytes},
+          {"input_bytes", m.input_bytes},
+          {"output_bytes", m.output_bytes},
+          {"framework_reserve_bytes", m.framework_reserve_bytes},
+          {"total_bytes", m.total()},
+          {"available_bytes", available_bytes}};
+}
+
+void configure_memory_from_config(const nlohmann::json& config) {
+  MemoryOptions options;
+  const Json& runtime = config.at("runtime");
+  if (runtime.contains("memory") && runtime["memory"].is_object()) {
+    const Json& memory = runtime["memory"];
+    const Json limit = memory.value("limit", Json());
+    const std::string limit_text = limit.is_null()     ? std::string("none")
+                                   : limit.is_string() ? limit.get<std::string>()
+                                                       : std::to_string(limit.get<int64_t>());
+    options =
+        parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
+  }
+  configure_memory(Device::cpu(), options);
+}
+
+MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
+                                       std::ostream& out) {
+  const Json& fit = config.at("fit");
+  const bool auto_batch = fit.at("batch_size") == "auto";
+  const bool auto_accumulation = fit.at("gradient_accumulation") == "auto";
+  MemoryDecision decision;
+  if (auto_batch) {
+    if (!auto_accumulation && fit.at("gradient_accumulation").get<int64_t>() != 1) {
+      throw InvalidArgument("fit.batch_size: auto picks the largest batch that fits without accumulation",
+                            "set fit.gradient_accumulation: 1 (or auto), or give fit.batch_size");
+    }
+    decision = largest_batch_that_fits(trainer, x, y);
+  } else {
+    const int64_t batch = std::min(fit.at("batch_size").get<int64_t>(), x.dim(0));
+    const int64_t accumulation = auto_accumulation ? 1 : fit.at("gradient_accumulation").get<int64_t>();
+    decision.batch_size = fit.at("batch_size").get<int64_t>();
+    decision.gradient_accumulation = accumulation;
+    // A batch that the accumulation does not divide is fit's error to report.
+    if (batch < 1 || accumulation < 1 || batch % accumulation != 0) return decision;
+    StepAnalysis step = analyze_train_step(trainer, x, y, batch / accumulation, accumulation);
+    const uint64_t available = memory_available_for(step, x.device());
+    decision.available_bytes = available;
+    if (auto_accumulation && !fits(step, available, kSafetyMargin)) {
+      const std::optional<StepAnalysis> fitting = fewest_accumulation_that_fits(trainer, x, y, batch, 1, available);
+      if (!fitting) refuse(trainer, x, y, step, available);
+      decision.reason = fmt::format(
+          "fit.gradient_accumulation: auto chose {}: the batch of {} needs {} in one step, more than the {} left "
+          "less a {:.0f}% margin; {} micro-batches of {} need {}",
+          fitting->gradient_accumulation, batch, format_bytes(step.memory.total()), format_bytes(available),
+          100 * kSafetyMargin, fitting->gradient_accumulation, fitting->micro_batch,
+          format_bytes(fitting->memory.total()));
+      step = *fitting;
+    } else if (auto_accumulation) {
+      decision.reason = fmt::format("fit.gradient_accumulation: auto chose 1: the batch of {} needs {} of the {} left",
+                                    batch, format_bytes(step.memory.total()), format_bytes(available));
+    } else if (step.memory.total() > available) {
+      refuse(trainer, x, y, step, available);
+    }
+    decision.gradient_accumulation = step.gradient_accumulation;
+    decision.step = step;
+  }
+  if (fit.at("verbose").get<int>() > 0) {
+    if (!decision.reason.empty()) out << decision.reason << "\n";
+    out << fmt::format("memory: a micro-batch of {} needs {}\n", decision.micro_batch(),
+                       decision.step.memory.to_string());
+  }
+  return decision;
+}
+
+History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
+                                    const nlohmann::json& config, const std::string& checkpoint_path) {
+  const Json& runtime = config.at("runtime");
+  const bool trim = runtime.contains("memory") && runtime["memory"].value("trim_between_epochs", false);
+  auto epochs = std::make_shared<MemoryEpochCallback>(trim, x.device());
+  options.callbacks.push_back(epochs);
+  try {
+    return trainer.fit(x, y, options);
+  } catch (const OutOfMemory& error) {
+    std::string saved;
+    try {
+      trainer.release_step_memory();
+      trainer.save_checkpoint(checkpoint_path, epochs->epochs_done());
+      saved = fmt::format("the weights as they were were saved to {} (after epoch {}, with part of the next)",
+                          checkpoint_path, epochs->epochs_done());
+    } catch (const Error& failed) {
+      saved = fmt::format("no checkpoint could be written ({})", failed.message());
+    }
+    throw OutOfMemory(error.message(), error.hint() + "; " + saved);
+  }
+}
+
+}  // namespace nimbus::train

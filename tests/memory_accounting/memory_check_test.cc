@@ -1,0 +1,211 @@
+// The pre-run check of `nimbus train` (train/memory_check.h): runtime.memory
+// in configs, a fixed batch that does not fit refused with a remedy,
+// fit.gradient_accumulation: auto and fit.batch_size: auto under a small
+// runtime.memory.limit, out of memory during a run (a checkpoint is written),
+// and trimming between epochs. The limits are set from the estimates so the
+// tests run on any machine's CPU.
+#include "nimbus/train/memory_check.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nimbus/base/error.h"
+#include "nimbus/data/idx.h"
+#include "nimbus/device/memory.h"
+#include "nimbus/ops/creation.h"
+#include "nimbus/train/config.h"
+
+namespace nimbus::testing {
+namespace {
+
+constexpr int64_t kSamples = 2048;
+
+// kSamples random 28x28 images and labels in IDX files, and the examples' MLP config over them.
+class MemoryCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    configure_memory(Device::cpu(), {});
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("nimbus_memory_check_{}", ::getpid());
+    std::filesystem::create_directories(dir_);
+    Generator generator(3);
+    const Tensor pixels = random_uniform({kSamples, 28, 28}, 0, 256, DType::kF32, Device::cpu(), &generator);
+    data::write_idx((dir_ / "images.idx").string(), pixels.to(DType::kU8));
+    std::vector<uint8_t> labels(kSamples);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i * 7 % 10);
+    data::write_idx((dir_ / "labels.idx").string(), Tensor::from_vector<uint8_t>(labels, {kSamples}));
+  }
+  void TearDown() override {
+    configure_memory(Device::cpu(), {});
+    std::filesystem::remove_all(dir_);
+  }
+
+  // The example's MLP, trained on the files above without validation data.
+  nlohmann::json config(std::vector<std::string> overrides) const {
+    overrides.insert(overrides.begin(), {"fit.verbose=0", "fit.epochs=1"});
+    nlohmann::json result = train::load_config("examples/fashion_mnist_mlp.yaml", overrides);
+    result["data"].erase("validation");
+    result["data"]["train"]["images"] = (dir_ / "images.idx").string();
+    result["data"]["train"]["labels"] = (dir_ / "labels.idx").string();
+    return result;
+  }
+
+  // A limit that leaves `budget` bytes for the step once the data set (held as f32 images and u8
+  // labels, as run_config loads it) and what the process holds now are counted.
+  static std::string limit_leaving(double budget) {
+    const uint64_t held = memory_stats(Device::cpu()).bytes_in_use + kSamples * 28 * 28 * 4 + kSamples;
+    return std::to_string(held + static_cast<uint64_t>(budget));
+  }
+
+  std::filesystem::path dir_;
+};
+
+// The memory left between what 4 micro-batches of 512 need and what the whole batch needs.
+struct Budget {
+  uint64_t whole, four_parts;
+  double between() const { return (double(four_parts) / (1 - train::kSafetyMargin) + double(whole)) / 2; }
+};
+
+Budget budget_for(const nlohmann::json& config) {
+  const Budget budget{train::analyze_train_step(config, kSamples).memory.total(),
+                      train::analyze_train_step(config, kSamples / 4, 4).memory.total()};
+  // The test needs room between them (accumulation keeps the gradients twice but the activations of a quarter).
+  EXPECT_LT(double(budget.four_parts) / (1 - train::kSafetyMargin), double(budget.whole))
+      << "the batch of " << kSamples << " split in 4 needs " << budget.four_parts << " bytes, whole " << budget.whole;
+  return budget;
+}
+
+TEST_F(MemoryCheck, RuntimeMemoryKeysConfigureTheAllocator) {
+  train::configure_memory_from_config(config({"runtime.memory={mode: growth, limit: 48MiB, fraction: 0.5}"}));
+  EXPECT_EQ(memory_options(Device::cpu()).limit, uint64_t{48} << 20);
+  EXPECT_EQ(memory_options(Device::cpu()).mode, MemoryMode::kGrowth);
+  train::configure_memory_from_config(config({"runtime.memory.limit=50331648"}));
+  EXPECT_EQ(memory_options(Device::cpu()).limit, uint64_t{48} << 20);
+  ::setenv("NIMBUS_MEMORY_LIMIT", "1GiB", 1);
+  train::configure_memory_from_config(config({"runtime.memory.limit=48MiB"}));
+  ::unsetenv("NIMBUS_MEMORY_LIMIT");
+  EXPECT_EQ(memory_options(Device::cpu()).limit, uint64_t{1} << 30);
+  try {
+    train::configure_memory_from_config(config({"runtime.memory.mode=grow"}));
+    FAIL() << "a bad mode was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("runtime.memory.mode"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(config({"runtime.memory.limt=1GiB"}), InvalidArgument);
+  EXPECT_THROW(config({"fit.batch_size=huge"}), InvalidArgument);
+}
+
+TEST_F(MemoryCheck, AFixedBatchThatDoesNotFitIsRefusedWithTheNumbersAndTheAccumulationThatFits) {
+  const Budget budget = budget_for(config({}));
+  const nlohmann::json limited =
+      config({fmt::format("fit.batch_size={}", kSamples), "runtime.memory.limit=" + limit_leaving(budget.between())});
+  std::ostringstream out;
+  try {
+    train::run_config(limited, out);
+    FAIL() << "the oversize batch was not refused";
+  } catch (const OutOfMemory& e) {
+    const std::string message = e.message(), hint = e.hint();
+    EXPECT_NE(message.find(fmt::format("a micro-batch of {} needs", kSamples)), std::string::npos) << message;
+    EXPECT_NE(hint.find(fmt::format("keeps the batch of {} in", kSamples)), std::string::npos) << hint;
+    EXPECT_NE(hint.find("gradient_accumulation: "), std::string::npos) << hint;
+  }
+}
+
+TEST_F(MemoryCheck, AutoAccumulationKeepsTheBatchAndTakesTheFewestStepsThatFit) {
+  const Budget budget = budget_for(config({}));
+  const nlohmann::json limited = config({fmt::format("fit.batch_size={}", kSamples), "fit.gradient_accumulation=auto",
+                                         "fit.verbose=2", "runtime.memory.limit=" + limit_leaving(budget.between())});
+  std::ostringstream out;
+  const nlohmann::json summary = train::run_config(limited, out);
+  const int64_t steps = summary.at("gradient_accumulation").get<int64_t>();
+  const int64_t micro_batch = summary.at("micro_batch").get<int64_t>();
+  EXPECT_GT(steps, 1) << out.str();
+  EXPECT_EQ(micro_batch * steps, kSamples);
+  EXPECT_EQ(summary.at("steps"), 1);
+  EXPECT_NE(out.str().find(fmt::format("fit.gradient_accumulation: auto chose {}", steps)), std::string::npos)
+      << out.str();
+  const double usable = (1 - train::kSafetyMargin) * summary.at("memory").at("available_bytes").get<double>();
+  EXPECT_LE(summary.at("memory").at("total_bytes").get<double>(), usable);
+  // The fewest: the next smaller divisor of the batch does not fit.
+  int64_t fewer = steps - 1;
+  while (kSamples % fewer != 0) --fewer;
+  EXPECT_GT(double(train::analyze_train_step(limited, kSamples / fewer, fewer).memory.total()), usable);
+}
+
+TEST_F(MemoryCheck, AutoBatchSizeTakesTheLargestPowerOfTwoThatFits) {
+  const Budget budget = budget_for(config({}));
+  const nlohmann::json limited =
+      config({"fit.batch_size=auto", "fit.verbose=2", "runtime.memory.limit=" + limit_leaving(budget.between())});
+  std::ostringstream out;
+  nlohmann::json summary;
+  try {
+    summary = train::run_config(limited, out);
+  } catch (const Error& e) {
+    FAIL() << e.what() << "\n" << out.str();
+  }
+  const int64_t batch = summary.at("micro_batch").get<int64_t>();
+  EXPECT_EQ(summary.at("gradient_accumulation"), 1);
+  EXPECT_EQ(batch & (batch - 1), 0) << batch << " is not a power of two";
+  EXPECT_LT(batch, kSamples);
+  EXPECT_NE(out.str().find(fmt::format("fit.batch_size: auto chose {}", batch)), std::string::npos) << out.str();
+  const double usable = (1 - train::kSafetyMargin) * summary.at("memory").at("available_bytes").get<double>();
+  EXPECT_LE(double(train::analyze_train_step(limited, batch).memory.total()), usable);
+  EXPECT_GT(double(train::analyze_train_step(limited, 2 * batch).memory.total()), usable);
+  EXPECT_EQ(summary.at("steps"), (kSamples + batch - 1) / batch);
+}
+
+TEST_F(MemoryCheck, OutOfMemoryDuringTheRunWritesACheckpointAndSaysSo) {
+  const nlohmann::json unlimited = config({"fit.batch_size=512"});
+  const train::StepAnalysis step = train::analyze_train_step(unlimited, 512);
+  train::Trainer trainer =
+      train::compile(train::model_from_config_section(unlimited), train::compile_options_from_config(unlimited));
+  Generator generator(5);
+  const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
+  const Tensor y = zeros({kSamples}, DType::kU8);
+  // Room for the data, the model and the optimizer's slots, not for the step's arena.
+  const uint64_t limit = memory_stats(Device::cpu()).bytes_in_use + step.memory.parameter_bytes +
+                         step.memory.optimizer_state_bytes + step.memory.activation_bytes / 4;
+  const nlohmann::json limited = config({"fit.batch_size=512", fmt::format("runtime.memory.limit={}", limit)});
+  train::configure_memory_from_config(limited);
+  const std::string checkpoint = (dir_ / "oom.safetensors").string();
+  train::FitOptions options{.epochs = 1, .batch_size = 512, .verbose = 0};
+  try {
+    train::fit_saving_on_out_of_memory(trainer, x, y, options, limited, checkpoint);
+    FAIL() << "the step fitted under " << limit << " bytes";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(e.message().find("cannot allocate"), std::string::npos) << e.message();
+    EXPECT_NE(e.hint().find("saved to " + checkpoint), std::string::npos) << e.hint();
+  }
+  configure_memory(Device::cpu(), {});
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  train::Trainer restored =
+      train::compile(train::model_from_config_section(unlimited), train::compile_options_from_config(unlimited));
+  EXPECT_EQ(restored.restore_checkpoint(checkpoint), 0);
+}
+
+TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {
+  const nlohmann::json base = config({"fit.batch_size=256"});
+  Generator generator(5);
+  const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
+  const Tensor y = zeros({kSamples}, DType::kU8);
+  const train::FitOptions options{.epochs = 2, .batch_size = 256, .verbose = 0};
+  auto in_use_after_fit = [&](const nlohmann::json& config) {
+    train::Trainer trainer =
+        train::compile(train::model_from_config_section(config), train::compile_options_from_config(config));
+    train::fit_saving_on_out_of_memory(trainer, x, y, options, config, (dir_ / "unused.safetensors").string());
+    return memory_stats(Device::cpu()).bytes_in_use;
+  };
+  const uint64_t kept = in_use_after_fit(config({"fit.batch_size=256"}));
+  const uint64_t trimmed = in_use_after_fit(config({"fit.batch_size=256", "runtime.memory.trim_between_epochs=true"}));
+  const uint64_t arena = train::analyze_train_step(base, 256).memory.activation_bytes;
+  EXPECT_GE(kept, trimmed + arena) << "kept " << kept << ", trimmed " << trimmed;
+}
+
+}  // namespace
+}  // namespace nimbus::testing
