@@ -33,6 +33,11 @@ double op_flops(const Graph& graph, const Node& node) {
     return static_cast<double>(output.numel()) * static_cast<double>(2 * k + epilogue);
   }
   if (name == "conv2d") return convolution_flops(output, input(1));
+  if (name == "fused_conv2d") {
+    // The convolution plus its bias and, when there is one, its activation per output element.
+    const int64_t epilogue = node.attrs.get_string("activation") == "none" ? 1 : 2;
+    return convolution_flops(output, input(1)) + static_cast<double>(output.numel() * epilogue);
+  }
   if (name == "conv2d_backward_input") return convolution_flops(input(0), input(1));
   if (name == "conv2d_backward_filter") return convolution_flops(input(0), output);
   int64_t elements = 0;

@@ -49,15 +49,10 @@ double seconds_per_kernel(const Function& chain, const std::vector<Tensor>& inpu
   return runs[runs.size() / 2] / kChain;
 }
 
-// A straight line through (work_small, t_small) and (work_large, t_large): time = overhead + work / rate.
-struct Fit {
-  double rate = 0;
-  double overhead = 0;
-};
-Fit fit_line(double work_small, double t_small, double work_large, double t_large) {
-  const double slope = std::max((t_large - t_small) / (work_large - work_small), 1e-30);
-  return {.rate = 1 / slope, .overhead = std::max(0.0, t_small - work_small * slope)};
-}
+// A kernel's fixed cost is its time on a tiny input; its rate is the work of a large input over the
+// time beyond that fixed cost. (Fitting a line through two sizes instead amplifies noise into the
+// fixed cost on a loaded machine.)
+double rate_beyond(double work, double seconds, double overhead) { return work / std::max(seconds - overhead, 1e-12); }
 
 // Square matmuls chained through their output (nothing to fold or share).
 double matmul_seconds(int64_t n) {
@@ -109,30 +104,25 @@ CalibrationProfile calibrate_cpu() {
   profile.threads = compute_threads();
   profile.memory_bytes = physical_memory_bytes();
 
-  const double mm_small = 2.0 * 128 * 128 * 128;
-  const double mm_large = 2.0 * 768 * 768 * 768;
-  const Fit matmul = fit_line(mm_small, matmul_seconds(128), mm_large, matmul_seconds(768));
-  profile.matmul_flops = matmul.rate;
-  profile.matmul_overhead_seconds = matmul.overhead;
-
-  const auto conv_flops = [](double batch, double size, double channels) {
-    return 2.0 * batch * size * size * channels * channels * 9;
-  };
-  const Fit conv = fit_line(conv_flops(8, 14, 32), convolution_seconds(8, 14, 32), conv_flops(64, 28, 32),
-                            convolution_seconds(64, 28, 32));
-  profile.convolution_flops = conv.rate;
-  profile.convolution_overhead_seconds = conv.overhead;
-
-  // Activation-sized tensors: 64 KiB (the launch cost dominates) and 4 MiB (as big as a layer's
-  // activations at a large batch; within the last-level cache of most servers).
-  const int64_t small = 16 * 1024;
+  // Elementwise: 16 floats (the launch and dispatch cost alone) and 1 Mi floats, 4 MiB per tensor (as
+  // big as a layer's activations at a large batch; within the last-level cache of most servers).
+  profile.launch_seconds = add_seconds(16);
   const int64_t large = 1024 * 1024;
-  const Fit add = fit_line(12.0 * small, add_seconds(small), 12.0 * large, add_seconds(large));
-  profile.bandwidth = add.rate;
-  profile.launch_seconds = add.overhead;
-  // One addition per 12 bytes moved: elementwise arithmetic is never the bound on a CPU with SIMD,
-  // so its rate is the bandwidth's times a generous arithmetic intensity.
-  profile.vector_flops = add.rate / 12 * 16;
+  profile.bandwidth = rate_beyond(12.0 * large, add_seconds(large), profile.launch_seconds);
+  // One addition per 12 bytes moved: elementwise arithmetic is never the bound on a CPU with SIMD, so
+  // its rate is taken as the bandwidth's at a generous arithmetic intensity.
+  profile.vector_flops = profile.bandwidth / 12 * 16;
+
+  // Matmuls: 8x8 (the fixed cost: primitive dispatch, packing, thread start) and 512x512x512 (the size
+  // of a training step's larger matmuls).
+  profile.matmul_overhead_seconds = std::max(0.0, matmul_seconds(8) - profile.launch_seconds);
+  profile.matmul_flops =
+      rate_beyond(2.0 * 512 * 512 * 512, matmul_seconds(512), profile.launch_seconds + profile.matmul_overhead_seconds);
+
+  // 3x3 convolutions, padding same: 1x4x4x8 and 32x28x28x32.
+  profile.convolution_overhead_seconds = std::max(0.0, convolution_seconds(1, 4, 8) - profile.launch_seconds);
+  profile.convolution_flops = rate_beyond(2.0 * 32 * 28 * 28 * 32 * 32 * 9, convolution_seconds(32, 28, 32),
+                                          profile.launch_seconds + profile.convolution_overhead_seconds);
   profile.measured_at = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
   return profile;
 }

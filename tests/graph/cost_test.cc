@@ -36,7 +36,16 @@ TEST(GraphCost, CountsMatmulConvolutionElementwiseAndViewsByTheirFormulas) {
                                   {"groups", int64_t{1}},
                                   {"data_format", std::string("NHWC")}},
                             {{image, 0}, {filter, 0}}, {f32({8, 24, 24, 16})});
-  g.outputs() = {{flat, 0}, {conv, 0}};
+  const int bias = g.add_capture(ones({16}), "bias", true);
+  const int fused = g.add_op(op("fused_conv2d"),
+                             Attrs{{"strides", std::vector<int64_t>{1, 1}},
+                                   {"padding", std::string("valid")},
+                                   {"dilations", std::vector<int64_t>{1, 1}},
+                                   {"groups", int64_t{1}},
+                                   {"data_format", std::string("NHWC")},
+                                   {"activation", std::string("relu")}},
+                             {{image, 0}, {filter, 0}, {bias, 0}}, {f32({8, 24, 24, 16})});
+  g.outputs() = {{flat, 0}, {conv, 0}, {fused, 0}};
 
   EXPECT_EQ(node_cost(g, product).flops, 2.0 * 32 * 256 * 784);
   EXPECT_EQ(node_cost(g, product).bytes_read, (32 * 784 + 784 * 256) * 4u);
@@ -47,15 +56,17 @@ TEST(GraphCost, CountsMatmulConvolutionElementwiseAndViewsByTheirFormulas) {
   EXPECT_EQ(node_cost(g, flat).bytes_read, 0u);
   EXPECT_EQ(node_cost(g, conv).flops, 2.0 * (8 * 24 * 24 * 16) * (5 * 5 * 3));
   EXPECT_EQ(node_cost(g, x).flops, 0);
+  // The fused convolution: the convolution, its bias and its relu.
+  EXPECT_EQ(node_cost(g, fused).flops, 2.0 * (8 * 24 * 24 * 16) * (5 * 5 * 3) + 2.0 * (8 * 24 * 24 * 16));
 
   const GraphCost cost = graph_cost(g, plan_memory(g));
-  EXPECT_EQ(cost.kernels, 4);
+  EXPECT_EQ(cost.kernels, 5);
   EXPECT_EQ(cost.flops, node_cost(g, product).flops + node_cost(g, activated).flops + node_cost(g, logits).flops +
-                            node_cost(g, conv).flops);
-  EXPECT_EQ(cost.parameter_bytes, (784 * 256 + 10 * 256 + 5 * 5 * 3 * 16) * 4u);
+                            node_cost(g, conv).flops + node_cost(g, fused).flops);
+  EXPECT_EQ(cost.parameter_bytes, (784 * 256 + 10 * 256 + 5 * 5 * 3 * 16 + 16) * 4u);
   EXPECT_EQ(cost.gradient_bytes, 0u) << "nothing is updated";
   EXPECT_EQ(cost.input_bytes, (32 * 784 + 8 * 28 * 28 * 3) * 4u);
-  EXPECT_EQ(cost.output_bytes, (320 + 8 * 24 * 24 * 16) * 4u);
+  EXPECT_EQ(cost.output_bytes, (320 + 2 * 8 * 24 * 24 * 16) * 4u);
   EXPECT_EQ(cost.bytes_by_dtype.at(DType::kF32), cost.bytes_read + cost.bytes_written);
 }
 
