@@ -4,7 +4,7 @@
 //
 // Every op Nimbus traces is linear in the batch (a matmul's FLOPs are 2 m n k with m the batch, an
 // elementwise op's bytes scale with its rows, the weights and optimizer slots do not change), so two
-// traces at different micro-batches give each kernel's cost exactly as fixed + per_sample * micro_batch.
+// traces at different micro-batches give each kernel's cost as fixed + per_sample * micro_batch.
 //
 //   Workload work = Workload::from_two_traces(trace_at_8, trace_at_16);   // e.g. from the traced train step
 //   Workload rough = Workload::from_totals({.parameters = 25e6, .flops_per_sample = 12e9});  // other frameworks
