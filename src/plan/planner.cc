@@ -131,8 +131,6 @@ bool dominated(const DeviceModel& device, Precision precision, const PlanRequest
          device.matrix_flops.at(Precision::kMixedBfloat16) >= device.matrix_flops.at(Precision::kMixedFloat16);
 }
 
-std::string hours(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 60) : fmt::format("{:.1f} h", h); }
-
 std::string plan_label(const Plan& plan) {
   return fmt::format("{} ({} x {})", plan.instance, plan.device_count, plan.device);
 }
@@ -163,16 +161,17 @@ std::vector<std::string> reasons_for(const std::vector<Plan>& plans, bool spot) 
                         best.wall_hours / fastest.wall_hours, cheaper * best.wall_hours / fastest.wall_hours);
   }
   reasons.push_back(fmt::format("{} is {:.1f}x cheaper than {} here: {}.", best.device, cheaper, fastest.device, why));
-  reasons.push_back(fmt::format("{} finishes in {} instead of {}, for ${:.2f} more.", plan_label(fastest),
-                                hours(fastest.wall_hours), hours(best.wall_hours),
-                                fastest.cost(spot) - best.cost(spot)));
+  reasons.push_back(fmt::format("{} finishes in {} instead of {}, for {} more.", plan_label(fastest),
+                                format_hours(fastest.wall_hours), format_hours(best.wall_hours),
+                                format_dollars(fastest.cost(spot) - best.cost(spot))));
   return reasons;
 }
 
 std::string change_line(const std::string& what, const Plan& without, const Plan& with, bool spot) {
   const double saved = without.cost(spot) - with.cost(spot);
-  return fmt::format("{}: {} -> {}, {} ${:.2f} on {} {}", what, hours(without.wall_hours), hours(with.wall_hours),
-                     saved >= 0 ? "saves" : "costs", std::abs(saved), with.instance, spot ? "spot" : "on-demand");
+  return fmt::format("{}: {} -> {}, {} {} on {} {}", what, format_hours(without.wall_hours),
+                     format_hours(with.wall_hours), saved >= 0 ? "saves" : "costs", format_dollars(std::abs(saved)),
+                     with.instance, spot ? "spot" : "on-demand");
 }
 
 // What mixed precision, JIT fusion, a larger batch and spot are worth on the best plan.
@@ -200,14 +199,25 @@ std::vector<std::string> worth_of(const Workload& work, const std::optional<Work
   }
   if (best.cloud != "local") {
     lines.push_back(
-        fmt::format("spot: ${:.2f} -> ${:.2f} on {}, including the expected rework after interruptions "
+        fmt::format("spot: {} -> {} on {}, including the expected rework after interruptions "
                     "(notice: {:.0f} s)",
-                    best.cost_on_demand_usd, best.cost_spot_usd, best.instance, best.preemption_notice_seconds));
+                    format_dollars(best.cost_on_demand_usd), format_dollars(best.cost_spot_usd), best.instance,
+                    best.preemption_notice_seconds));
   }
   return lines;
 }
 
 }  // namespace
+
+std::string format_hours(double hours) {
+  if (hours < 1.0 / 60) return fmt::format("{:.0f} s", hours * 3600);
+  if (hours < 1) return fmt::format("{:.0f} min", hours * 60);
+  return fmt::format("{:.1f} h", hours);
+}
+
+std::string format_dollars(double dollars) {
+  return dollars >= 1 || dollars == 0 ? fmt::format("${:.2f}", dollars) : fmt::format("${:.2g}", dollars);
+}
 
 PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRequest& request,
                       const std::optional<Workload>& unfused) {
@@ -277,14 +287,16 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
   if (request.deadline_hours && !result.plans.front().meets_deadline) {
     const Plan& closest = *std::ranges::min_element(result.plans, {}, &Plan::wall_hours);
     result.notes.push_back(fmt::format("no plan meets the deadline of {}; the closest, {}, takes {} ({} over)",
-                                       hours(*request.deadline_hours), plan_label(closest), hours(closest.wall_hours),
-                                       hours(closest.wall_hours - *request.deadline_hours)));
+                                       format_hours(*request.deadline_hours), plan_label(closest),
+                                       format_hours(closest.wall_hours),
+                                       format_hours(closest.wall_hours - *request.deadline_hours)));
   }
   if (request.budget_usd && !result.plans.front().within_budget) {
     const Plan& cheapest =
         *std::ranges::min_element(result.plans, {}, [&](const Plan& p) { return p.cost(request.spot); });
-    result.notes.push_back(fmt::format("no plan fits the budget of ${:.2f}; the cheapest, {}, costs ${:.2f}",
-                                       *request.budget_usd, plan_label(cheapest), cheapest.cost(request.spot)));
+    result.notes.push_back(fmt::format("no plan fits the budget of {}; the cheapest, {}, costs {}",
+                                       format_dollars(*request.budget_usd), plan_label(cheapest),
+                                       format_dollars(cheapest.cost(request.spot))));
   }
   result.reasons = reasons_for(result.plans, request.spot);
   result.worth = worth_of(work, unfused, candidates[ranked.front().second], result.plans.front(), request);

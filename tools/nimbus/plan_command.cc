@@ -44,15 +44,13 @@ void print_table(const plan::PlanResult& result, size_t top, std::ostream& out) 
                      "wall", "on-demand", "spot", "util");
   for (size_t i = 0; i < std::min(top, result.plans.size()); ++i) {
     const plan::Plan& p = result.plans[i];
-    const std::string wall =
-        p.wall_hours < 1 ? fmt::format("{:.0f} min", p.wall_hours * 60) : fmt::format("{:.1f} h", p.wall_hours);
     out << fmt::format(
         "{:>3}  {:<26} {:<6} {:<20} {:<14} {:>11} {:>9.2f} {:>11.0f} {:<16} {:>9} {:>10} {:>10} {:>4.0f}%{}\n", i + 1,
         p.instance, p.cloud, fmt::format("{} x {}", p.device_count, p.device), plan::precision_name(p.precision),
         fmt::format("{} x {}", p.micro_batch, p.gradient_accumulation), p.step.seconds * 1e3, p.samples_per_sec,
-        plan::bottleneck_name(p.step.bottleneck), wall, fmt::format("${:.2f}", p.cost_on_demand_usd),
-        fmt::format("${:.2f}", p.cost_spot_usd), 100 * p.step.device_utilization(),
-        p.meets_deadline && p.within_budget ? "" : "  (misses deadline or budget)");
+        plan::bottleneck_name(p.step.bottleneck), plan::format_hours(p.wall_hours),
+        plan::format_dollars(p.cost_on_demand_usd), plan::format_dollars(p.cost_spot_usd),
+        100 * p.step.device_utilization(), p.meets_deadline && p.within_budget ? "" : "  (misses deadline or budget)");
   }
 }
 

@@ -74,6 +74,11 @@ struct PlanResult {
   std::vector<std::string> worth;    // what each optimization is worth on the best plan
 };
 
+// "40 s", "12 min", "3.5 h": durations as the plan table and its notes write them.
+std::string format_hours(double hours);
+// "$12.34", "$0.0021": two decimals from a dollar on, two significant digits below.
+std::string format_dollars(double dollars);
+
 // `unfused`: the same workload traced without JIT fusion, for the "JIT fusion" line of `worth`.
 PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRequest& request,
                       const std::optional<Workload>& unfused = std::nullopt);
