@@ -75,14 +75,18 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
   return std::nullopt;
 }
 
-// The memory left for the step: the device's capacity less what the process holds besides the
-// model's and optimizer's variables (which the estimate counts, and which exist once traced).
+// The memory left for the step: room for a new region under the capacity, plus the largest free block of
+// the regions held (the other free blocks are scattered: counting them would let fragmentation turn a
+// fitting estimate into an out-of-memory error), plus the model's and optimizer's variables, which the
+// estimate counts and which exist once a step is traced. Fully free regions are handed back first.
 uint64_t memory_available_for(const StepAnalysis& step, Device device) {
-  const uint64_t in_use = memory_stats(device).bytes_in_use;
-  const uint64_t variables = step.memory.parameter_bytes + step.memory.optimizer_state_bytes;
-  const uint64_t held_elsewhere = in_use > variables ? in_use - variables : 0;
+  trim_memory(device);
+  const AllocatorStats stats = memory_stats(device);
   const uint64_t capacity = memory_capacity(device);
-  return capacity > held_elsewhere ? capacity - held_elsewhere : 0;
+  const uint64_t room = capacity > stats.bytes_reserved ? capacity - stats.bytes_reserved : 0;
+  const uint64_t variables =
+      std::min(step.memory.parameter_bytes + step.memory.optimizer_state_bytes, stats.bytes_in_use);
+  return room + stats.largest_free_block + variables;
 }
 
 std::string needs(const StepAnalysis& step, uint64_t available) {
@@ -94,8 +98,8 @@ std::string needs(const StepAnalysis& step, uint64_t available) {
                          uint64_t available) {
   const int64_t batch = step.micro_batch * step.gradient_accumulation;
   const std::string message = fmt::format(
-      "{} ({}); the memory left is the device's capacity (runtime.memory.limit, or its free memory) "
-      "less what the process holds (the data set on the CPU)",
+      "{} ({}); the memory left is what the device's capacity (runtime.memory.limit, or its free memory) "
+      "leaves besides what the process holds (the data set on the CPU)",
       needs(step, available), step.memory.to_string());
   const std::optional<StepAnalysis> remedy =
       fewest_accumulation_that_fits(trainer, x, y, batch, step.gradient_accumulation, available);

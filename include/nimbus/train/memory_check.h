@@ -12,9 +12,11 @@
 // batches allocated): the planner calls it to price a configuration.
 //
 // A batch fits when its step's estimate is at most the memory left for it:
-// the device's capacity (memory_capacity: the limit, the preallocated region
-// or the device's free memory) less what the process holds besides the model
-// and optimizer (on the CPU, the data set). fit.gradient_accumulation: auto
+// the room the device's capacity (memory_capacity: the limit, the
+// preallocated region or the device's free memory) leaves for a new region,
+// plus the largest free block of the regions held, plus the model's and
+// optimizer's variables (which the estimate counts). On the CPU the data set
+// holds part of the capacity. fit.gradient_accumulation: auto
 // keeps fit.batch_size and takes the fewest accumulation steps (a divisor of
 // the batch) whose estimate fits within kSafetyMargin of that; fit.batch_size:
 // auto takes the largest power of two, up to the training set's size, that
