@@ -126,7 +126,8 @@ std::vector<float> read_npy_f32(const std::string& path, std::vector<int64_t> sh
 TEST(Cli, EvaluateAndPredictReadARunDirectoryOrASavedModel) {
   CliRun run;
   const std::string run_dir = run.folder / "run";
-  run_command(kNimbus + " train " + run.config + " --run-dir " + run_dir + " --set fit.epochs=1 --set compile.optimizer.learning_rate=0.0003 2>&1");
+  run_command(kNimbus + " train " + run.config + " --run-dir " + run_dir +
+              " --set fit.epochs=1 --set compile.optimizer.learning_rate=0.0003 2>&1");
   const nlohmann::json summary = nlohmann::json::parse(std::ifstream(run_dir + "/summary.json"));
 
   // The last checkpoint holds the final weights: evaluating on the validation split gives the final val_* logs.
