@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -84,35 +85,74 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     std::remove(temporary.c_str());
     throw Unavailable(fmt::format("{}: cannot rename {} over it: {}", path, temporary, std::strerror(errno)));
   }
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int folder_fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (folder_fd >= 0) {
+    const int synced = ::fsync(folder_fd);
+    ::close(folder_fd);
+    if (synced != 0) throw Unavailable(fmt::format("{}: fsync of its folder failed: {}", path, std::strerror(errno)));
+  }
+}
+
+namespace {
+
+struct Header {
+  nlohmann::json json;
+  uint64_t length = 0;  // bytes of JSON
+  uint64_t file_size = 0;
+};
+
+Header read_header(std::ifstream& in, const std::string& path) {
+  if (!in) throw NotFound(fmt::format("{}: cannot open", path));
+  in.seekg(0, std::ios::end);
+  Header header;
+  header.file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  if (header.file_size < 8 || !in.read(reinterpret_cast<char*>(&header.length), 8) ||
+      header.length > header.file_size - 8) {
+    throw DataError(fmt::format("{}: not a safetensors file (header length {} in a file of {} bytes)", path,
+                                header.length, header.file_size));
+  }
+  std::string text(header.length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header.length));
+  try {
+    header.json = nlohmann::json::parse(text);
+    if (!header.json.is_object()) throw DataError(fmt::format("{}: the safetensors header is not a JSON object", path));
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(fmt::format("{}: malformed safetensors header: {}", path, error.what()));
+  }
+  return header;
+}
+
+std::map<std::string, std::string> metadata_of(const nlohmann::json& header, const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  if (!header.contains("__metadata__")) return metadata;
+  try {
+    for (const auto& [key, value] : header["__metadata__"].items()) metadata[key] = value.get<std::string>();
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(fmt::format("{}: malformed safetensors metadata: {}", path, error.what()));
+  }
+  return metadata;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return metadata_of(read_header(in, path).json, path);
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFound(fmt::format("{}: cannot open", path));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  uint64_t length = 0;
-  if (size < 8 || !in.read(reinterpret_cast<char*>(&length), 8) || length > size - 8) {
-    throw DataError(
-        fmt::format("{}: not a safetensors file (header length {} in a file of {} bytes)", path, length, size));
-  }
-  std::string text(length, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(length));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    throw DataError(fmt::format("{}: malformed safetensors header: {}", path, error.what()));
-  }
-  const uint64_t data_size = size - 8 - length;
+  const Header parsed = read_header(in, path);
+  const nlohmann::json& header = parsed.json;
+  const uint64_t length = parsed.length;
+  const uint64_t data_size = parsed.file_size - 8 - length;
   SafetensorsFile file;
+  file.metadata = metadata_of(header, path);
   std::vector<std::pair<uint64_t, std::string>> by_offset;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      for (const auto& [key, value] : entry.items()) file.metadata[key] = value.get<std::string>();
-      continue;
-    }
+    if (name == "__metadata__") continue;
     try {
       const DType dtype = nimbus_dtype(entry.at("dtype").get<std::string>(), path, name);
       const std::vector<int64_t> dims = entry.at("shape").get<std::vector<int64_t>>();

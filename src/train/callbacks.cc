@@ -1,12 +1,18 @@
 #include "nimbus/train/callbacks.h"
 
+#include <fmt/args.h>
 #include <fmt/format.h>
+#include <fnmatch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 
 #include "nimbus/base/error.h"
+#include "nimbus/train/checkpoint.h"
 
 namespace nimbus::train {
 
@@ -153,6 +159,83 @@ class CSVLoggerCallback : public Callback {
   std::ofstream out_;
 };
 
+class ModelCheckpointCallback : public Callback {
+ public:
+  explicit ModelCheckpointCallback(ModelCheckpointOptions options)
+      : options_(std::move(options)), plateau_(maximize(options_.monitor, options_.mode), 0) {
+    if (options_.filepath.empty()) throw InvalidArgument("ModelCheckpoint: filepath is empty");
+    if (options_.save_freq < 0 || options_.max_to_keep < 0) {
+      throw InvalidArgument(fmt::format("ModelCheckpoint: save_freq ({}) and max_to_keep ({}) must be >= 0",
+                                        options_.save_freq, options_.max_to_keep));
+    }
+  }
+  void on_train_begin(Trainer&) override {
+    kept_.clear();
+    if (options_.max_to_keep == 0) return;
+    // Files of an earlier process (a resumed run) count towards max_to_keep, oldest first.
+    const std::filesystem::path pattern(glob_of(options_.filepath));
+    const std::string folder = pattern.parent_path().empty() ? "." : pattern.parent_path().string();
+    std::vector<CheckpointInfo> existing = list_checkpoints(folder, std::cerr);
+    for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
+      const std::string name = std::filesystem::path(it->path).filename().string();
+      if (fnmatch(pattern.filename().c_str(), name.c_str(), 0) == 0) kept_.push_back(it->path);
+    }
+  }
+  void on_train_batch_end(Trainer& trainer, int64_t, const Logs& logs) override {
+    if (options_.save_freq > 0 && trainer.position().global_step % options_.save_freq == 0) save(trainer, logs);
+  }
+  void on_epoch_end(Trainer& trainer, int, const Logs& logs) override {
+    if (options_.save_freq == 0) save(trainer, logs);
+  }
+
+ private:
+  // The filepath with each {field} as *, to find the files it names.
+  static std::string glob_of(const std::string& filepath) {
+    std::string glob;
+    for (size_t i = 0; i < filepath.size(); ++i) {
+      if (filepath[i] != '{') {
+        glob += filepath[i];
+        continue;
+      }
+      i = filepath.find('}', i);
+      if (i == std::string::npos) break;
+      glob += '*';
+    }
+    return glob;
+  }
+
+  void save(Trainer& trainer, const Logs& logs) {
+    if (options_.save_best_only && !plateau_.update(monitored(logs, options_.monitor, "ModelCheckpoint"))) return;
+    const TrainingPosition& position = trainer.position();
+    fmt::dynamic_format_arg_store<fmt::format_context> fields;
+    fields.push_back(fmt::arg("epoch", position.epochs_done + (position.steps_in_epoch > 0 ? 1 : 0)));
+    fields.push_back(fmt::arg("step", position.global_step));
+    for (const auto& [name, value] : logs) fields.push_back(fmt::arg(name.c_str(), value));
+    std::string path;
+    try {
+      path = fmt::vformat(options_.filepath, fields);
+    } catch (const fmt::format_error& error) {
+      throw InvalidArgument(
+          fmt::format("ModelCheckpoint: cannot fill in filepath '{}': {}", options_.filepath, error.what()),
+          "its fields are {epoch}, {step} and the logged metrics, e.g. {val_loss:.4f}");
+    }
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder);
+    trainer.save_checkpoint(path);
+    if (options_.max_to_keep == 0) return;
+    if (std::find(kept_.begin(), kept_.end(), path) == kept_.end()) kept_.push_back(path);
+    // Older files go only after the new one is complete, so a kill leaves at least one.
+    while (kept_.size() > static_cast<size_t>(options_.max_to_keep)) {
+      std::filesystem::remove(kept_.front());
+      kept_.erase(kept_.begin());
+    }
+  }
+
+  ModelCheckpointOptions options_;
+  Plateau plateau_;
+  std::vector<std::string> kept_;
+};
+
 class TerminateOnNaNCallback : public Callback {
  public:
   void on_train_batch_end(Trainer& trainer, int64_t, const Logs& logs) override {
@@ -176,5 +259,8 @@ std::shared_ptr<Callback> CSVLogger(const std::string& path, bool append) {
   return std::make_shared<CSVLoggerCallback>(path, append);
 }
 std::shared_ptr<Callback> TerminateOnNaN() { return std::make_shared<TerminateOnNaNCallback>(); }
+std::shared_ptr<Callback> ModelCheckpoint(const ModelCheckpointOptions& options) {
+  return std::make_shared<ModelCheckpointCallback>(options);
+}
 
 }  // namespace nimbus::train

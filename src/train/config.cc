@@ -16,7 +16,9 @@
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
+#include "nimbus/train/checkpoint.h"
 #include "nimbus/train/memory_check.h"
+#include "nimbus/train/run_directory.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
@@ -36,7 +38,8 @@ enum class Kind {
   kStringList,
   kStringOrObject,
   kList,
-  kObject
+  kObject,
+  kFrequency
 };
 
 const char* kind_name(Kind kind) {
@@ -52,6 +55,7 @@ const char* kind_name(Kind kind) {
     case Kind::kStringOrObject: return "a name or a mapping";
     case Kind::kList: return "a list";
     case Kind::kObject: return "a mapping";
+    case Kind::kFrequency: return "epoch or a number of steps (an integer >= 1)";
   }
   return "";
 }
@@ -114,12 +118,17 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.memory.fraction", {Kind::kNumber, 0.9}},
       {"runtime.memory.limit", {Kind::kSize, nullptr}},
       {"runtime.memory.trim_between_epochs", {Kind::kBool, false}},
+      {"checkpoint.save_freq", {Kind::kFrequency, "epoch"}},
+      {"checkpoint.max_to_keep", {Kind::kInt, 3}},
+      {"checkpoint.save_best", {Kind::kBool, true}},
+      {"checkpoint.monitor", {Kind::kString, nullptr}},
+      {"tensorboard.update_freq", {Kind::kFrequency, "epoch"}},
   };
   return keys;
 }
 
 bool is_section(const std::string& path) {
-  static const char* sections[] = {"model", "compile", "data", "fit", "runtime"};
+  static const char* sections[] = {"model", "compile", "data", "fit", "runtime", "checkpoint", "tensorboard"};
   return std::find(std::begin(sections), std::end(sections), path) != std::end(sections);
 }
 
@@ -216,6 +225,7 @@ bool matches(const Json& value, Kind kind) {
     case Kind::kStringOrObject: return value.is_string() || value.is_object();
     case Kind::kList: return value.is_array();
     case Kind::kObject: return value.is_object();
+    case Kind::kFrequency: return value == "epoch" || (value.is_number_integer() && value.get<int64_t>() >= 1);
   }
   return false;
 }
@@ -322,18 +332,20 @@ void check_layers(const Json& config, const Source& source) {
   }
 }
 
-std::pair<Tensor, Tensor> load_split(const Json& split, const nn::Dims& input_shape, const std::string& section) {
+// IDX images as f32, times `scale`, shaped (samples, input_shape...).
+Tensor load_images(const Json& split, const nn::Dims& input_shape) {
   Tensor images = data::read_idx(split.at("images").get<std::string>());
-  const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
-  if (images.dim(0) != labels.dim(0)) {
-    throw DataError(fmt::format("{}: {} images but {} labels", section, images.dim(0), labels.dim(0)));
-  }
   std::vector<int64_t> shape = {images.dim(0)};
   shape.insert(shape.end(), input_shape.begin(), input_shape.end());
-  const double scale = split.at("scale").get<double>();
+  const double scale = split.value("scale", 1.0 / 255);
   images = images.to(DType::kF32);
   if (scale != 1) images = images * scale;
-  return {reshape(images, shape), labels};
+  return reshape(images, shape);
+}
+
+nn::Dims input_shape_of(const nn::Model& model) {
+  const auto& shape = model.inputs()[0].shape();
+  return nn::Dims(shape.begin() + 1, shape.end());
 }
 
 std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
@@ -371,7 +383,9 @@ std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
   return get_optimizer(name, options.value("learning_rate", 1e-3));  // the error lists the names
 }
 
-Loss make_loss(const Json& spec) {
+}  // namespace
+
+Loss loss_from_config(const nlohmann::json& spec) {
   const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
   const std::string name = options.value("name", std::string("sparse_categorical_crossentropy"));
   const CrossentropyOptions cross{.from_logits = options.value("from_logits", false),
@@ -381,17 +395,6 @@ Loss make_loss(const Json& spec) {
   if (name == "binary_crossentropy") return BinaryCrossentropy(cross);
   return get_loss(name);
 }
-
-int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-}  // namespace
 
 nlohmann::json parse_config(const std::string& yaml_text, const std::string& source_name,
                             const std::vector<std::string>& overrides) {
@@ -433,27 +436,7 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
   return parse_config(text.str(), path, overrides);
 }
 
-nn::Model model_from_config_section(const nlohmann::json& config) {
-  const Json& model_section = config.at("model");
-  if (model_section.contains("class_name")) return nn::model_from_config(model_section);
-  nn::Sequential sequential({}, model_section.value("name", std::string()));
-  sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
-                           nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
-  for (const auto& entry : model_section.at("layers")) {
-    const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
-    sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
-  }
-  return sequential;
-}
-
-CompileOptions compile_options_from_config(const nlohmann::json& config) {
-  const Json& compile_section = config.at("compile");
-  return {.optimizer = make_optimizer(compile_section.at("optimizer")),
-          .loss = make_loss(compile_section.at("loss")),
-          .metrics = compile_section.at("metrics").get<std::vector<std::string>>()};
-}
-
-nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
+void configure_runtime_from_config(const nlohmann::json& config) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
   runtime_options.threads = runtime.at("threads").get<int>();
@@ -463,20 +446,61 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   runtime_options.jit = runtime.at("jit").get<bool>();
   configure_runtime(runtime_options);
   configure_memory_from_config(config);
+}
 
-  nn::Model model = model_from_config_section(config);
+nn::Model model_from_train_config(const nlohmann::json& config) {
+  const Json& model_section = config.at("model");
+  nn::Model model = [&]() -> nn::Model {
+    if (model_section.contains("class_name")) return nn::model_from_config(model_section);
+    nn::Sequential sequential({}, model_section.value("name", std::string()));
+    sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
+                             nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
+    for (const auto& entry : model_section.at("layers")) {
+      const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
+      sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
+    }
+    return sequential;
+  }();
   if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
   if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");
-  const nn::Dims input_shape(model.inputs()[0].shape().begin() + 1, model.inputs()[0].shape().end());
-  if (config.at("fit").at("verbose").get<int>() > 0) out << model.summary_string();
+  return model;
+}
+
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
+  const Json& compile_section = config.at("compile");
+  return compile(std::move(model), {.optimizer = make_optimizer(compile_section.at("optimizer")),
+                                    .loss = loss_from_config(compile_section.at("loss")),
+                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>()});
+}
+
+std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
+                                         const std::string& section) {
+  const Tensor images = load_idx_images(split, model);
+  const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
+  if (images.dim(0) != labels.dim(0)) {
+    throw DataError(fmt::format("{}: {} images ({}) but {} labels ({})", section, images.dim(0),
+                                split.at("images").get<std::string>(), labels.dim(0),
+                                split.at("labels").get<std::string>()));
+  }
+  return {images, labels};
+}
+
+Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
+  return load_images(split, input_shape_of(model));
+}
+
+nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options) {
+  configure_runtime_from_config(config);
+  nn::Model model = model_from_train_config(config);
+  const Json& fit_section = config.at("fit");
+  if (fit_section.at("verbose").get<int>() > 0) out << model.summary_string();
 
   const Json& data = config.at("data");
-  const auto [x_train, y_train] = load_split(data.at("train"), input_shape, "data.train");
+  const auto [x_train, y_train] = load_idx_split(data.at("train"), model, "data.train");
   FitOptions fit;
-  const Json& fit_section = config.at("fit");
   fit.epochs = fit_section.at("epochs").get<int>();
   fit.shuffle = fit_section.at("shuffle").get<bool>();
-  fit.seed = runtime_options.seed;
+  fit.seed = runtime_options().seed;
   if (fit_section.contains("steps_per_epoch") && !fit_section["steps_per_epoch"].is_null()) {
     fit.steps_per_epoch = fit_section["steps_per_epoch"].get<int64_t>();
   }
@@ -484,34 +508,44 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   fit.verbose = fit_section.at("verbose").get<int>();
   fit.output = &out;
   if (data.contains("validation"))
-    fit.validation_data = load_split(data.at("validation"), input_shape, "data.validation");
+    fit.validation_data = load_idx_split(data.at("validation"), model, "data.validation");
 
-  Trainer trainer = compile(model, compile_options_from_config(config));
+  Trainer trainer = compile_from_config(model, config);
   const MemoryDecision memory = check_memory_before_fit(trainer, x_train, y_train, config, out);
   fit.batch_size = memory.batch_size;
   fit.gradient_accumulation = memory.gradient_accumulation;
-  const History history =
-      fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, "oom_checkpoint.safetensors");
+  RunDirectory run(options.run_dir.empty() ? default_run_dir() : options.run_dir);
+  if (fit.verbose > 0) out << "Run directory: " << run.path() << "\n" << std::flush;
+  std::optional<TrainingPosition> resumed;
+  if (options.resume) {
+    if (!model.built()) (void)model(gather_rows(x_train, {0}), false);
+    const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, run.checkpoints(), std::cerr);
+    resumed = checkpoint.position;
+    fit = Trainer::resumed(fit, checkpoint.position);
+    out << fmt::format("Resuming from {}: {} epochs and {} steps of epoch {} done (global step {})\n", checkpoint.path,
+                       resumed->epochs_done, resumed->steps_in_epoch, resumed->epochs_done + 1, resumed->global_step)
+        << std::flush;
+  }
+  run.write_config(config);
 
-  Json summary = {{"samples_per_sec", history.samples_per_sec},
-                  {"samples_total", history.samples},
-                  {"steps", history.steps},
-                  {"wall_seconds", history.wall_seconds},
-                  {"peak_rss_bytes", peak_rss_bytes()},
-                  {"micro_batch", memory.micro_batch()},
-                  {"gradient_accumulation", memory.gradient_accumulation},
-                  {"memory", memory.to_json()},
-                  {"final", Json::object()},
-                  {"epochs", Json::array()}};
-  for (size_t e = 0; e < history.epochs.size(); ++e) {
-    Json epoch = {{"epoch", history.epochs[e]}};
-    for (const auto& [name, values] : history.history) epoch[name] = values[e];
-    summary["epochs"].push_back(epoch);
-  }
-  for (const auto& [name, values] : history.history) {
-    if (name.rfind("val_", 0) == 0 && !values.empty()) summary["final"][name] = values.back();
-  }
-  return summary;
+  const Json& checkpoint = config.at("checkpoint");
+  const Json& tensorboard = config.at("tensorboard");
+  RunSettings settings{
+      .save_freq = checkpoint.at("save_freq").is_number() ? checkpoint.at("save_freq").get<int64_t>() : 0,
+      .max_to_keep = checkpoint.at("max_to_keep").get<int>(),
+      .save_best = checkpoint.at("save_best").get<bool>(),
+      .monitor = checkpoint.contains("monitor") && checkpoint["monitor"].is_string()
+                     ? checkpoint["monitor"].get<std::string>()
+                     : (fit.validation_data ? "val_loss" : "loss"),
+      .tensorboard_update_freq =
+          tensorboard.at("update_freq").is_number() ? tensorboard.at("update_freq").get<int64_t>() : 0};
+  fit.callbacks = run.callbacks(settings, resumed);
+  const History history =
+      fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, run.path() + "/oom_checkpoint.safetensors");
+  return run.finish(history, trainer,
+                    {{"micro_batch", memory.micro_batch()},
+                     {"gradient_accumulation", memory.gradient_accumulation},
+                     {"memory", memory.to_json()}});
 }
 
 }  // namespace nimbus::train

@@ -181,9 +181,9 @@ StepAnalysis analyze_train_step(Trainer& trainer, const Tensor& x, const Tensor&
 }
 
 StepAnalysis analyze_train_step(const nlohmann::json& config, int64_t micro_batch, int64_t gradient_accumulation) {
-  const nn::Model model = model_from_config_section(config);
+  const nn::Model model = model_from_train_config(config);
   if (model.inputs().size() != 1) throw Unimplemented("analyze_train_step: models with one input only, for now");
-  Trainer trainer = compile(model, compile_options_from_config(config));
+  Trainer trainer = compile_from_config(model, config);
   // One sample of each: IDX labels are u8, one per sample.
   nn::Dims sample = model.inputs()[0].shape();
   sample[0] = 1;
@@ -284,9 +284,9 @@ History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Ten
     std::string saved;
     try {
       trainer.release_step_memory();
-      trainer.save_checkpoint(checkpoint_path, epochs->epochs_done());
-      saved = fmt::format("the weights as they were were saved to {} (after epoch {}, with part of the next)",
-                          checkpoint_path, epochs->epochs_done());
+      trainer.save_checkpoint(checkpoint_path);
+      saved = fmt::format("a checkpoint of the run as it was (global step {}) was written to {}",
+                          trainer.position().global_step, checkpoint_path);
     } catch (const Error& failed) {
       saved = fmt::format("no checkpoint could be written ({})", failed.message());
     }

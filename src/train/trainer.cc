@@ -13,12 +13,10 @@
 
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
-#include "nimbus/base/rng.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
-#include "nimbus/tensor/safetensors.h"
 
 namespace nimbus::train {
 
@@ -185,7 +183,8 @@ Trainer::Trainer(Trainer&& other) noexcept
       options_(std::move(other.options_)),
       metrics_(std::move(other.metrics_)),
       loss_mean_(std::move(other.loss_mean_)),
-      steps_(std::make_unique<Steps>()) {
+      steps_(std::make_unique<Steps>()),
+      position_(other.position_) {
   steps_->train_traces_before = other.train_step_traces();
 }
 
@@ -341,64 +340,6 @@ Logs Trainer::current_logs(const std::string& prefix) const {
   return logs;
 }
 
-void Trainer::save_checkpoint(const std::string& path, int epochs_done) const {
-  if (!model_.built()) throw InvalidArgument("save_checkpoint: the model is not built yet");
-  options_.optimizer->build(model_.trainable_weights());
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const Variable& v : model_.weights()) tensors.emplace_back("model/" + v.name(), v.value());
-  for (const Variable& v : options_.optimizer->variables()) tensors.emplace_back("optimizer/" + v.name(), v.value());
-  const Generator& generator = default_generator();
-  write_safetensors(path, tensors,
-                    {{"format", "nimbus-checkpoint"},
-                     {"epochs_done", std::to_string(epochs_done)},
-                     {"rng_seed", std::to_string(generator.seed())},
-                     {"rng_offset", std::to_string(generator.offset())}});
-}
-
-int Trainer::restore_checkpoint(const std::string& path) {
-  SafetensorsFile file = read_safetensors(path);
-  if (file.metadata["format"] != "nimbus-checkpoint") {
-    throw DataError(fmt::format("{}: not a Nimbus training checkpoint", path));
-  }
-  if (!model_.built()) {
-    throw InvalidArgument("restore_checkpoint: build the model first (an InputLayer, or call it once)");
-  }
-  options_.optimizer->build(model_.trainable_weights());
-  // Matched by position, not by name: automatic layer names ("dense_4") differ between processes.
-  auto load = [&](const std::string& prefix, const std::vector<Variable>& variables) {
-    std::vector<std::string> keys;
-    for (const std::string& name : file.order) {
-      if (name.rfind(prefix, 0) == 0) keys.push_back(name);
-    }
-    if (keys.size() != variables.size()) {
-      throw DataError(
-          fmt::format("{}: {} tensors under '{}', the trainer has {}", path, keys.size(), prefix, variables.size()));
-    }
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Tensor& saved = file.tensors.at(keys[i]);
-      Variable variable = variables[i];
-      if (saved.shape() != variable.shape() || saved.dtype() != variable.dtype()) {
-        throw DataError(fmt::format("{}: '{}' is {} {}, but '{}' is {} {}", path, keys[i], dtype_name(saved.dtype()),
-                                    saved.shape().to_string(), variable.name(), dtype_name(variable.dtype()),
-                                    variable.shape().to_string()));
-      }
-    }
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Variable variable = variables[i];
-      variable.assign(file.tensors.at(keys[i]));
-    }
-  };
-  load("model/", model_.weights());
-  load("optimizer/", options_.optimizer->variables());
-  try {
-    default_generator().set_state(std::stoull(file.metadata.at("rng_seed")),
-                                  std::stoull(file.metadata.at("rng_offset")));
-    return std::stoi(file.metadata.at("epochs_done"));
-  } catch (const std::exception&) {
-    throw DataError(fmt::format("{}: malformed checkpoint metadata", path));
-  }
-}
-
 Logs Trainer::train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation) {
   check_data(x, y, "train_on_batch");
   reset_metrics();
@@ -435,6 +376,21 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
   callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
 
   const uint64_t seed = options.seed.value_or(runtime_options().seed.value_or(0));
+  if (options.initial_step < 0 || options.initial_step > steps) {
+    throw InvalidArgument(
+        fmt::format("fit: initial_step {} is outside the epoch's {} steps", options.initial_step, steps));
+  }
+  // A fit that continues a run (after restore_checkpoint, or an earlier fit) keeps its totals.
+  const bool continues = options.initial_epoch > 0 || options.initial_step > 0;
+  const Variable& iterations = options_.optimizer->iterations();
+  position_ = {.epochs_done = options.initial_epoch,
+               .steps_in_epoch = options.initial_step,
+               .global_step = iterations.defined() ? iterations.value().item<int64_t>() : 0,
+               .shuffle_seed = seed,
+               .samples = continues ? position_.samples : 0,
+               .elapsed_seconds = continues ? position_.elapsed_seconds : 0};
+  const double elapsed_before = position_.elapsed_seconds;
+  interrupt_training = false;
   std::vector<int64_t> order(static_cast<size_t>(samples));
   History history;
   const auto start = Clock::now();
@@ -450,8 +406,11 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       std::mt19937_64 rng(seq);
       std::shuffle(order.begin(), order.end(), rng);
     }
-    reset_metrics();
-    for (int64_t step = 0; step < steps && !stop_training; ++step) {
+    // A resumed epoch keeps the metric totals its checkpoint restored.
+    const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
+    if (first_step == 0) reset_metrics();
+    for (int64_t step = first_step; step < steps && !stop_training && !interrupt_training; ++step) {
+      const auto step_start = Clock::now();
       const auto begin = order.begin() + step * options.batch_size;
       const auto end = order.begin() + std::min(samples, (step + 1) * options.batch_size);
       const std::vector<int64_t> indices(begin, end);
@@ -459,6 +418,11 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       accumulate_step(
           run_train_step(gather_rows(x, indices), gather_rows(y, indices), accumulation, options.graph, options.jit),
           batch_size);
+      last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
+      position_.steps_in_epoch = step + 1;
+      ++position_.global_step;
+      position_.samples += batch_size;
+      position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
       ++total_steps;
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
@@ -469,6 +433,10 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
         const Logs logs = current_logs("");
         for (auto& callback : callbacks) callback->on_train_batch_end(*this, step, logs);
       }
+    }
+    if (interrupt_training) {
+      history.interrupted = true;
+      break;
     }
     Logs logs = current_logs("");
     if (options.validation_data) {
@@ -486,6 +454,9 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
     }
     for (const auto& [name, value] : logs) history.history[name].push_back(value);
     history.epochs.push_back(epoch);
+    position_.epochs_done = epoch;
+    position_.steps_in_epoch = 0;
+    position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
     for (auto& callback : callbacks) callback->on_epoch_end(*this, epoch, logs);
   }
   for (auto& callback : callbacks) callback->on_train_end(*this);

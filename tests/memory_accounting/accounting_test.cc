@@ -24,8 +24,7 @@ namespace {
 uint64_t measured_step_peak(const nlohmann::json& config, int64_t batch) {
   Allocator& allocator = allocator_for(Device::cpu());
   const uint64_t before = allocator.stats().bytes_in_use;
-  train::Trainer trainer =
-      train::compile(train::model_from_config_section(config), train::compile_options_from_config(config));
+  train::Trainer trainer = train::compile_from_config(train::model_from_train_config(config), config);
   Generator generator(7);
   const Tensor x = random_uniform({batch, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
   std::vector<uint8_t> labels(static_cast<size_t>(batch));

@@ -163,8 +163,7 @@ TEST_F(MemoryCheck, AutoBatchSizeTakesTheLargestPowerOfTwoThatFits) {
 TEST_F(MemoryCheck, OutOfMemoryDuringTheRunWritesACheckpointAndSaysSo) {
   const nlohmann::json unlimited = config({"fit.batch_size=512"});
   const train::StepAnalysis step = train::analyze_train_step(unlimited, 512);
-  train::Trainer trainer =
-      train::compile(train::model_from_config_section(unlimited), train::compile_options_from_config(unlimited));
+  train::Trainer trainer = train::compile_from_config(train::model_from_train_config(unlimited), unlimited);
   Generator generator(5);
   const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
   const Tensor y = zeros({kSamples}, DType::kU8);
@@ -180,13 +179,12 @@ TEST_F(MemoryCheck, OutOfMemoryDuringTheRunWritesACheckpointAndSaysSo) {
     FAIL() << "the step fitted under " << limit << " bytes";
   } catch (const OutOfMemory& e) {
     EXPECT_NE(e.message().find("cannot allocate"), std::string::npos) << e.message();
-    EXPECT_NE(e.hint().find("saved to " + checkpoint), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("was written to " + checkpoint), std::string::npos) << e.hint();
   }
   configure_memory(Device::cpu(), {});
   ASSERT_TRUE(std::filesystem::exists(checkpoint));
-  train::Trainer restored =
-      train::compile(train::model_from_config_section(unlimited), train::compile_options_from_config(unlimited));
-  EXPECT_EQ(restored.restore_checkpoint(checkpoint), 0);
+  train::Trainer restored = train::compile_from_config(train::model_from_train_config(unlimited), unlimited);
+  EXPECT_EQ(restored.restore_checkpoint(checkpoint).epochs_done, 0);
 }
 
 TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {
@@ -196,8 +194,7 @@ TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {
   const Tensor y = zeros({kSamples}, DType::kU8);
   const train::FitOptions options{.epochs = 2, .batch_size = 256, .verbose = 0};
   auto in_use_after_fit = [&](const nlohmann::json& config) {
-    train::Trainer trainer =
-        train::compile(train::model_from_config_section(config), train::compile_options_from_config(config));
+    train::Trainer trainer = train::compile_from_config(train::model_from_train_config(config), config);
     train::fit_saving_on_out_of_memory(trainer, x, y, options, config, (dir_ / "unused.safetensors").string());
     return memory_stats(Device::cpu()).bytes_in_use;
   };

@@ -76,6 +76,8 @@ TEST(Config, UnknownKeysAndWrongTypesNameLineAndClosestKey) {
   const std::string section =
       error_of([] { train::parse_config(std::string(kSmall) + "runtim:\n  threads: 2\n", "s"); });
   EXPECT_NE(section.find("unknown key 'runtim'"), std::string::npos) << section;
+  const std::string frequency = error_of([] { train::parse_config(kSmall, "s", {"checkpoint.save_freq=often"}); });
+  EXPECT_NE(frequency.find("checkpoint.save_freq must be epoch or a number of steps"), std::string::npos) << frequency;
 }
 
 TEST(Config, OverridesSetKnownKeysOnly) {
@@ -84,6 +86,13 @@ TEST(Config, OverridesSetKnownKeysOnly) {
   EXPECT_EQ(config["fit"]["epochs"], 7);
   EXPECT_EQ(config["runtime"]["jit"], false);
   EXPECT_EQ(config["compile"]["optimizer"], nlohmann::json({{"name", "adam"}, {"learning_rate", 0.01}}));
+  // The run directory's keys are known to --set too, with their types.
+  const nlohmann::json run = train::parse_config(
+      kSmall, "s", {"checkpoint.save_freq=50", "checkpoint.max_to_keep=2", "tensorboard.update_freq=epoch"});
+  EXPECT_EQ(run["checkpoint"]["save_freq"], 50);
+  EXPECT_EQ(run["checkpoint"]["max_to_keep"], 2);
+  EXPECT_EQ(run["checkpoint"]["save_best"], true);  // a default filled in
+  EXPECT_EQ(run["tensorboard"]["update_freq"], "epoch");
   const std::string unknown = error_of([] { train::parse_config(kSmall, "s", {"fit.batchsize=3"}); });
   EXPECT_NE(unknown.find("unknown key 'fit.batchsize'"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("did you mean 'fit.batch_size'?"), std::string::npos) << unknown;
@@ -118,7 +127,8 @@ TEST(Config, RunsEndToEndOnIdxFilesAndSummarizes) {
       "}\n"
       "fit: {epochs: 2, batch_size: 16}\n";
   std::ostringstream out;
-  const nlohmann::json summary = train::run_config(train::parse_config(text, "run.yaml", {"fit.epochs=20"}), out);
+  const nlohmann::json summary = train::run_config(train::parse_config(text, "run.yaml", {"fit.epochs=20"}), out,
+                                                   {.run_dir = (dir / "run").string()});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(summary["steps"], 20 * 4);
   EXPECT_EQ(summary["samples_total"], 20 * 64);

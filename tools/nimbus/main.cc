@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
 
   // One line per subcommand; each one's options and code live in tools/nimbus/<name>_command.cc.
   const std::map<std::string, nimbus::cli::Command> commands = {
+      {"evaluate", nimbus::cli::add_evaluate_command(app)},
       {"info", nimbus::cli::add_info_command(app)},
       {"ops", nimbus::cli::add_ops_command(app)},
+      {"predict", nimbus::cli::add_predict_command(app)},
       {"train", nimbus::cli::add_train_command(app, threads)},
       {"bench", nimbus::cli::add_bench_command(app)},
       {"plan", nimbus::cli::add_plan_command(app)},

@@ -10,29 +10,53 @@
 #include "commands.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/train/config.h"
+#include "nimbus/train/preemption.h"
+#include "nimbus/train/run_directory.h"
 
 namespace nimbus::cli {
 
 Command add_train_command(CLI::App& app, const int& threads) {
   CLI::App* train = app.add_subcommand("train", "train a model as a YAML config says (docs/training.md)");
   struct Arguments {
-    std::string config_path, summary_path;
+    std::string config_path, summary_path, run_dir, resume_dir;
     std::vector<std::string> overrides;
   };
   auto arguments = std::make_shared<Arguments>();
-  train->add_option("config", arguments->config_path, "the YAML config")->required();
+  train->add_option("config", arguments->config_path, "the YAML config (with --resume: default RUN_DIR/config.json)");
   train->add_option("--set", arguments->overrides,
                     "key.path=value: set a config key (repeatable), e.g. --set fit.epochs=3");
-  train->add_option("--summary", arguments->summary_path, "write the run's summary (JSON) to this file");
+  train->add_option("--summary", arguments->summary_path, "also write the run's summary (JSON) to this file");
+  train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)");
+  train->add_option("--resume", arguments->resume_dir,
+                    "continue the run in this run directory from its newest intact checkpoint");
   return [arguments, &threads] {
     // --threads on the command line wins over runtime.threads in the file.
     if (threads > 0) arguments->overrides.push_back("runtime.threads=" + std::to_string(threads));
+    train::RunOptions options{.run_dir = arguments->run_dir};
+    if (!arguments->resume_dir.empty()) {
+      if (!arguments->run_dir.empty() && arguments->run_dir != arguments->resume_dir) {
+        throw InvalidArgument(fmt::format("--run-dir {} and --resume {} name different folders", arguments->run_dir,
+                                          arguments->resume_dir),
+                              "a resumed run writes to the folder it resumes");
+      }
+      options = {.run_dir = arguments->resume_dir, .resume = true};
+      if (arguments->config_path.empty()) arguments->config_path = options.run_dir + "/config.json";
+    }
+    if (options.run_dir.empty()) options.run_dir = train::default_run_dir();
+    if (arguments->config_path.empty()) {
+      throw InvalidArgument("nimbus train: no config", "nimbus train CONFIG.yaml, or --resume RUN_DIR");
+    }
     const nlohmann::json summary =
-        train::run_config(train::load_config(arguments->config_path, arguments->overrides), std::cout);
+        train::run_config(train::load_config(arguments->config_path, arguments->overrides), std::cout, options);
     if (!arguments->summary_path.empty()) {
       std::ofstream out(arguments->summary_path);
       if (!out) throw NotFound(fmt::format("{}: cannot write the summary", arguments->summary_path));
       out << summary.dump(2) << "\n";
+    }
+    if (train::signal_received() != 0) {
+      std::cout << fmt::format("stopped by a signal at step {}; continue with: nimbus train --resume {}\n",
+                               summary["steps"].get<int64_t>(), options.run_dir);
+      return 0;
     }
     std::cout << fmt::format("samples/s: {:.0f}  final: {}\n", summary["samples_per_sec"].get<double>(),
                              summary["final"].dump());

@@ -10,7 +10,8 @@
 // "__metadata__": {"key": "value"}}), then the tensors' bytes, little-endian,
 // row-major, each at its offsets from the end of the header. Files are
 // written atomically: to a temporary file in the same folder, flushed to disk,
-// then renamed over the target, so a reader never sees a torn file. A
+// then renamed over the target, and the folder flushed so the rename survives a
+// power loss: a reader never sees a torn file. A
 // truncated or malformed file is a DataError naming the file and the tensor.
 #pragma once
 
@@ -32,5 +33,7 @@ struct SafetensorsFile {
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile read_safetensors(const std::string& path);
+// Only the metadata (reads the header, not the tensors).
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 
 }  // namespace nimbus

@@ -49,4 +49,21 @@ std::shared_ptr<Callback> CSVLogger(const std::string& path, bool append = false
 // Stops fit at the first batch whose loss is NaN or infinite.
 std::shared_ptr<Callback> TerminateOnNaN();
 
+struct ModelCheckpointOptions {
+  // Where to write; fmt fields {epoch} (epochs done), {step} (global step) and any metric of the
+  // logs ({val_loss:.4f}) are filled in, as Keras fills its filepath.
+  std::string filepath;
+  std::string monitor = "val_loss";
+  // Write only when `monitor` improves on the best value so far.
+  bool save_best_only = false;
+  std::string mode = "auto";  // auto, min, max
+  // 0: at the end of each epoch (Keras's save_freq="epoch"); N > 0: every N steps.
+  int64_t save_freq = 0;
+  // Keep only the newest N files the filepath pattern names (older ones are deleted once a newer
+  // one is complete, those from an earlier process included); 0 keeps all.
+  int max_to_keep = 0;
+};
+// Keras's ModelCheckpoint, writing full training checkpoints (Trainer::save_checkpoint).
+std::shared_ptr<Callback> ModelCheckpoint(const ModelCheckpointOptions& options);
+
 }  // namespace nimbus::train

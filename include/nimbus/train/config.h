@@ -34,6 +34,7 @@
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nimbus/nn/model.h"
@@ -47,16 +48,34 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
 nlohmann::json parse_config(const std::string& yaml_text, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 
-// The model of the config's model section (layers and weights built), and its compile section's
-// optimizer, loss and metrics: what run_config and the memory accounting (memory_check.h) build.
-nn::Model model_from_config_section(const nlohmann::json& config);
-CompileOptions compile_options_from_config(const nlohmann::json& config);
 
-// Trains as the config says, printing Keras's progress to `out`. Returns the summary:
-// samples_per_sec (after the first 20 steps), samples_total, steps, wall_seconds,
-// peak_rss_bytes, micro_batch and gradient_accumulation (as run), memory (the pre-run estimate),
-// final (the last epoch's validation metrics, e.g. val_accuracy) and
-// epochs (one object of metrics per epoch, by Keras name).
-nlohmann::json run_config(const nlohmann::json& config, std::ostream& out);
+struct RunOptions {
+  // The run directory (run_directory.h); empty: default_run_dir(), runs/<date-time>.
+  std::string run_dir;
+  // Continue from the run directory's newest intact checkpoint (`nimbus train --resume`).
+  bool resume = false;
+};
+
+// Trains as the config says, printing Keras's progress to `out`, writing the run directory
+// (config.json, metrics.jsonl, checkpoints/, tensorboard/, summary.json). SIGTERM or SIGINT
+// checkpoints after the current step and returns early (preemption.h). Returns the summary
+// (RunDirectory::finish): samples_per_sec (after the first 20 steps), samples_total, steps,
+// wall_seconds, peak_memory_bytes, peak_rss_bytes, final (the last epoch's validation metrics,
+// e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
+// elapsed_seconds) and interrupted.
+nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});
+
+// The pieces run_config is made of, for `nimbus evaluate` and `nimbus predict`.
+void configure_runtime_from_config(const nlohmann::json& config);
+// The model section's model, built (an Input first).
+nn::Model model_from_train_config(const nlohmann::json& config);
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
+// (images scaled and shaped for the model's input, labels) of a data.train / data.validation
+// section ({images, labels, scale}: IDX files; scale defaults to 1/255).
+std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
+                                         const std::string& section);
+Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model);
+// compile.loss's value: a name, or {name, from_logits, label_smoothing}.
+Loss loss_from_config(const nlohmann::json& spec);
 
 }  // namespace nimbus::train

@@ -37,6 +37,9 @@ class Metric {
   // The value over everything accumulated since the last reset (0 before any update).
   virtual double result() const = 0;
   void reset_state() { totals_.clear(); }
+  // The totals so far, for checkpoints taken in the middle of an epoch.
+  const std::vector<std::vector<double>>& totals() const { return totals_; }
+  void set_totals(std::vector<std::vector<double>> totals) { totals_ = std::move(totals); }
 
  protected:
   // Totals, one vector per statistic; empty before the first update.

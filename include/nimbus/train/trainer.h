@@ -56,6 +56,17 @@ using Logs = std::map<std::string, double>;
 
 class Trainer;
 
+// Where a fit is in its data: what checkpoints record so that a run resumes exactly, mid-epoch too.
+struct TrainingPosition {
+  int epochs_done = 0;         // complete epochs
+  int64_t steps_in_epoch = 0;  // steps done in epoch epochs_done + 1
+  int64_t global_step = 0;     // optimizer steps since the run began
+  uint64_t shuffle_seed = 0;   // epoch e's order comes from (shuffle_seed, e)
+  // Since the run began, over every fit that continued it (time between processes left out).
+  int64_t samples = 0;
+  double elapsed_seconds = 0;
+};
+
 // Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
 // ends fit: after the current step when set during an epoch, its logs still reported.
 class Callback {
@@ -95,6 +106,9 @@ struct FitOptions {
   std::optional<int64_t> steps_per_epoch{};
   // Epochs before this count as done (resuming): fit runs epochs initial_epoch + 1 .. epochs.
   int initial_epoch = 0;
+  // Steps of epoch initial_epoch + 1 already done (resuming mid-epoch): fit skips that many batches
+  // of the epoch's order and keeps the epoch's metrics as restore_checkpoint left them.
+  int64_t initial_step = 0;
   // 0 silent, 1 progress bar, 2 one line per epoch.
   int verbose = 1;
   // Override runtime.graph / runtime.jit for this fit.
@@ -119,6 +133,8 @@ struct History {
   int64_t steps = 0;
   int64_t samples = 0;
   double wall_seconds = 0;
+  // True when interrupt_training ended fit in the middle of an epoch.
+  bool interrupted = false;
   // Training samples per second after the first 20 steps (after the first step in runs of
   // 20 steps or fewer), so tracing and warm-up are left out.
   double samples_per_sec = 0;
@@ -143,14 +159,27 @@ class Trainer {
   Optimizer& optimizer() { return *options_.optimizer; }
   // The metric names in log order: "loss" first.
   std::vector<std::string> metric_names() const;
-  // Training checkpoints (safetensors, written atomically): the model's weights ("model/<variable>"),
-  // the optimizer's step and slots ("optimizer/<variable>"), restored by position (automatic layer
-  // names differ between processes) after checking every shape; in the metadata the epochs done and
-  // the default generator's (seed, offset). Restoring a checkpoint written after epoch e and fitting
-  // with initial_epoch = e and the same seed continues the run exactly (bit for bit with
-  // runtime.deterministic; layers with their own seeded generators restart them). Returns e.
-  void save_checkpoint(const std::string& path, int epochs_done) const;
-  int restore_checkpoint(const std::string& path);
+  // Training checkpoints (checkpoint.cc; format in docs/training.md): safetensors files, written
+  // atomically, with the model's weights ("model/<variable>"), the optimizer's step and slots
+  // ("optimizer/<variable>") and the running epoch's metric totals ("metrics/<i>/<j>"), restored by
+  // position (automatic layer names differ between processes) after checking every shape; in the
+  // metadata position(), the default generator's (seed, offset) and a CRC-32C of everything
+  // else, so a corrupted file is refused (DataError naming it) rather than loaded.
+  // Fitting after a restore with initial_epoch = epochs_done, initial_step = steps_in_epoch and
+  // seed = shuffle_seed continues the run exactly (bit for bit with runtime.deterministic; layers
+  // with their own seeded generators restart them).
+  void save_checkpoint(const std::string& path) const;
+  TrainingPosition restore_checkpoint(const std::string& path);
+  // Fit options that continue from a restored position.
+  static FitOptions resumed(FitOptions options, const TrainingPosition& position);
+
+  // Where the running (or last) fit is; save_checkpoint records it.
+  const TrainingPosition& position() const { return position_; }
+  // The step that just ran, for on_train_batch_end: its samples and seconds (batch gathering included).
+  struct StepTiming {
+    int64_t samples = 0;
+    double seconds = 0;
+  } last_step;
 
   // How many times the train step has been traced (a test counts them).
   int train_step_traces() const;
@@ -163,6 +192,9 @@ class Trainer {
   void release_step_memory();
 
   bool stop_training = false;
+  // Set during an epoch (SIGTERM): fit returns after the current step and leaves the epoch
+  // unfinished (no validation, no on_epoch_end), so a checkpoint of position() resumes it.
+  bool interrupt_training = false;
   // What the running fit does, for callbacks.
   struct Params {
     int epochs = 0;
@@ -188,6 +220,7 @@ class Trainer {
   std::vector<std::shared_ptr<Metric>> metrics_;
   std::shared_ptr<Metric> loss_mean_;
   std::unique_ptr<Steps> steps_;
+  TrainingPosition position_;
 };
 
 inline Trainer compile(nn::Model model, CompileOptions options) {

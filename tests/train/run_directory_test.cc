@@ -1,0 +1,136 @@
+// The run directory: metrics.jsonl's schema line by line, summary.json's fields, checkpoints/ and
+// tensorboard/ filled, and metrics.jsonl cut back to the checkpoint when a run resumes.
+#include "nimbus/train/run_directory.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "nimbus/nn/layers.h"
+#include "nimbus/nn/model.h"
+#include "nimbus/train/checkpoint.h"
+#include "nimbus/train/config.h"
+#include "tiny_run.h"
+
+namespace nimbus::testing {
+namespace {
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  std::string text;
+  while (std::getline(in, text)) lines.push_back(nlohmann::json::parse(text));
+  return lines;
+}
+
+TEST(RunDirectory, DefaultNameIsTheDateAndTime) {
+  EXPECT_TRUE(std::regex_match(train::default_run_dir(), std::regex(R"(runs/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d)")))
+      << train::default_run_dir();
+}
+
+TEST(RunDirectory, HoldsMetricsSummaryCheckpointsAndEventFiles) {
+  TemporaryFolder folder("nimbus_run_directory");
+  const std::string run_dir = folder / "run";
+  std::ostringstream out;
+  // 64 samples, batch 16, 3 epochs: 12 steps; checkpoints every 5 steps, 2 kept.
+  const nlohmann::json summary =
+      train::run_config(train::parse_config(write_tiny_run(folder), "tiny.yaml",
+                                            {"fit.epochs=3", "checkpoint.save_freq=5", "checkpoint.max_to_keep=2"}),
+                        out, {.run_dir = run_dir});
+
+  const std::vector<nlohmann::json> lines = read_lines(run_dir + "/metrics.jsonl");
+  int64_t expected_step = 1;
+  int epochs_seen = 0;
+  double previous_elapsed = 0;
+  for (const nlohmann::json& line : lines) {
+    ASSERT_TRUE(line["time"].is_number_float()) << line;
+    if (line["type"] == "step") {
+      EXPECT_EQ(line["step"], expected_step) << line;
+      EXPECT_EQ(line["epoch"], (expected_step - 1) / 4 + 1) << line;
+      EXPECT_EQ(line["samples"], 16) << line;
+      EXPECT_GT(line["step_seconds"].get<double>(), 0) << line;
+      EXPECT_TRUE(line.contains("loss") && line.contains("accuracy")) << line;
+      ++expected_step;
+    } else {
+      ASSERT_EQ(line["type"], "epoch") << line;
+      EXPECT_EQ(line["epoch"], ++epochs_seen);
+      EXPECT_EQ(expected_step - 1, epochs_seen * 4) << "the epoch line follows its last step";
+      for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"}) EXPECT_TRUE(line.contains(key)) << line;
+      EXPECT_GT(line["elapsed_seconds"].get<double>(), previous_elapsed);
+      previous_elapsed = line["elapsed_seconds"].get<double>();
+    }
+  }
+  EXPECT_EQ(expected_step, 13);
+  EXPECT_EQ(epochs_seen, 3);
+
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(run_dir + "/summary.json")), summary);
+  EXPECT_EQ(summary["steps"], 12);
+  EXPECT_EQ(summary["samples_total"], 3 * 64);
+  EXPECT_TRUE(summary["peak_memory_bytes"].is_number_unsigned());
+  EXPECT_GT(summary["peak_memory_bytes"].get<uint64_t>(), 64u * 16 * 4);  // at least the images as f32
+  EXPECT_GT(summary["peak_rss_bytes"].get<int64_t>(), 0);
+  EXPECT_NEAR(summary["wall_seconds"].get<double>(), previous_elapsed, 1.0);
+  EXPECT_EQ(summary["interrupted"], false);
+  ASSERT_EQ(summary["epochs"].size(), 3u);
+  EXPECT_EQ(summary["epochs"][2]["elapsed_seconds"], previous_elapsed);
+  EXPECT_EQ(summary["final"]["val_accuracy"], summary["epochs"][2]["val_accuracy"]);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(run_dir + "/config.json"))["checkpoint"]["save_freq"], 5);
+
+  // Every 5 steps (5, 10), the newest 2 kept, plus the best epoch's.
+  std::ostringstream warnings;
+  std::vector<int64_t> steps;
+  for (const train::CheckpointInfo& checkpoint : train::list_checkpoints(run_dir + "/checkpoints", warnings)) {
+    if (checkpoint.path.ends_with("best.safetensors")) continue;
+    steps.push_back(checkpoint.position.global_step);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{10, 5}));
+  EXPECT_TRUE(std::filesystem::exists(run_dir + "/checkpoints/ckpt-00000010.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(run_dir + "/checkpoints/best.safetensors"));
+  EXPECT_EQ(warnings.str(), "");
+  for (const char* split : {"train", "validation"}) {
+    int event_files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/tensorboard/" + split)) {
+      event_files += entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+    }
+    EXPECT_EQ(event_files, 1) << split;
+  }
+}
+
+TEST(RunDirectory, MetricsLoggerTakesExtraFieldsAndCutsBackOnResume) {
+  TemporaryFolder folder("nimbus_metrics_logger");
+  const std::string path = folder / "metrics.jsonl";
+  std::ofstream(path) << R"({"type":"step","epoch":1,"step":1,"time":1.5,"loss":1})"
+                         "\n"
+                      << R"({"type":"step","epoch":1,"step":2,"time":1.5,"loss":1})"
+                         "\n"
+                      << R"({"type":"epoch","epoch":1,"time":1.5,"elapsed_seconds":2.5,"loss":1})"
+                         "\n"
+                      << R"({"type":"step","epoch":2,"step":3,"time":1.5,"loss":1})"
+                         "\n"
+                      << R"({"type":"epoch","epoch":2,"time":1.5,"elapsed_seconds":3.5,"loss":1})"
+                         "\n"
+                      << R"({"type":"step","epoch":3,"step":4,"ti)";  // torn by a kill
+  train::MetricsLogger resumed(path, train::TrainingPosition{.epochs_done = 1, .steps_in_epoch = 1, .global_step = 3});
+  const std::vector<nlohmann::json> kept = read_lines(path);
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_EQ(kept.back()["step"], 3);
+  ASSERT_EQ(resumed.epochs().size(), 1u);
+  EXPECT_EQ(resumed.epochs()[0], nlohmann::ordered_json::parse(R"({"epoch":1,"elapsed_seconds":2.5,"loss":1})"));
+
+  nn::Sequential model({nn::InputLayer({2}), nn::Dense(2)});
+  train::Trainer trainer = train::compile(model, {.optimizer = train::SGD(), .loss = train::MeanSquaredError()});
+  auto fresh = std::make_shared<train::MetricsLogger>(folder / "fresh.jsonl");
+  fresh->add_step_fields(
+      [](train::Trainer& t, nlohmann::ordered_json& line) { line["lr"] = t.optimizer().current_learning_rate(); });
+  trainer.fit(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), Tensor::from_vector<float>({0, 1, 1, 0}, {2, 2}),
+              {.epochs = 1, .batch_size = 1, .verbose = 0, .callbacks = {fresh}});
+  const std::vector<nlohmann::json> lines = read_lines(folder / "fresh.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_DOUBLE_EQ(lines[1]["lr"].get<double>(), 0.01);
+  EXPECT_EQ(lines[1]["step"], 2);
+}
+
+}  // namespace
+}  // namespace nimbus::testing
