@@ -162,9 +162,10 @@ KerasTensor apply_symbolic(const std::shared_ptr<LayerImpl>& layer, const std::v
     for (const Dims& dims : input_shapes) inputs_text += (inputs_text.empty() ? "" : ", ") + format_dims(dims);
     throw InvalidArgument(fmt::format("{} on input {}: {}", where(), inputs_text, error.message()), error.hint());
   }
-  // Layers keep their input's floating dtype; Rescaling and Embedding produce f32.
+  // Layers keep their input's floating dtype; Rescaling, Normalization and Embedding produce floatx().
   node->dtype = inputs.empty() ? floatx() : inputs[0].dtype();
-  if (layer->class_name() == "Rescaling" || layer->class_name() == "Embedding") node->dtype = floatx();
+  const std::string& kind = layer->class_name();
+  if (kind == "Rescaling" || kind == "Normalization" || kind == "Embedding") node->dtype = floatx();
   return KerasTensor(node, 0);
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 
 #include "nimbus/base/error.h"
@@ -14,6 +15,7 @@
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/shape_ops.h"
+#include "src/nn/internal/layer_support.h"
 
 namespace nimbus::nn {
 
@@ -31,7 +33,7 @@ Tensor apply_activation(const std::string& activation, const Tensor& x) {
                         "use one of linear, relu, sigmoid, tanh, softmax, log_softmax, gelu, softplus, silu");
 }
 
-namespace {
+namespace internal {
 
 void check_activation(const std::string& activation) {
   // Validates the name at construction, long before the first batch.
@@ -114,7 +116,7 @@ const char* keras_dtype_name(DType dtype) {
   return "float32";
 }
 
-void check_rank(const Dims& dims, int rank, const char* what, const char* hint = "") {
+void check_rank(const Dims& dims, int rank, const char* what, const char* hint) {
   if (static_cast<int>(dims.size()) != rank) {
     throw InvalidArgument(
         fmt::format("expects a rank-{} input {}, got rank {} {}", rank, what, dims.size(), format_dims(dims)), hint);
@@ -129,10 +131,23 @@ int64_t known_last_dim(const Dims& dims, const char* what) {
   return dims.back();
 }
 
-template <typename T, typename... Args>
-Layer make_layer(Args&&... args) {
-  return Layer(std::make_shared<T>(std::forward<Args>(args)...));
+int64_t window_output(int64_t input, int64_t window, int64_t stride, const std::string& padding) {
+  if (input < 0) return -1;
+  if (padding == "same") return (input + stride - 1) / stride;
+  return input < window ? 0 : (input - window) / stride + 1;
 }
+
+void check_padding(const std::string& padding) {
+  if (padding != "valid" && padding != "same") {
+    throw InvalidArgument(fmt::format("padding must be 'valid' or 'same', got '{}'", padding));
+  }
+}
+
+}  // namespace internal
+
+using namespace internal;
+
+namespace {
 
 // ---- Dense ----
 
@@ -149,7 +164,12 @@ class DenseLayer : public LayerImpl {
           fmt::format("expects an input of rank >= 2 (batch, ..., features), got {}", format_dims(inputs[0])),
           "add Flatten() or Reshape() before it");
     }
-    (void)known_last_dim(inputs[0], "the kernel's first dimension");
+    const int64_t features = known_last_dim(inputs[0], "the kernel's first dimension");
+    if (kernel_.defined() && kernel_.shape()[0] != features) {
+      throw InvalidArgument(
+          fmt::format("was built for inputs with {} features, got {}", kernel_.shape()[0], format_dims(inputs[0])),
+          "a shared layer needs inputs of one feature size; use a separate Dense");
+    }
     Dims out = inputs[0];
     out.back() = units_;
     return {out};
@@ -186,16 +206,30 @@ class DenseLayer : public LayerImpl {
 
 // ---- Conv2D ----
 
-// Output length of a window of `window` taps (dilated) sliding with `stride`.
-int64_t window_output(int64_t input, int64_t window, int64_t stride, const std::string& padding) {
-  if (input < 0) return -1;
-  if (padding == "same") return (input + stride - 1) / stride;
-  return input < window ? 0 : (input - window) / stride + 1;
+// (N, H, W, C) -> (N, OH, OW, channels_out) of a 2-D convolution, or InvalidArgument when the
+// input is not rank 4 or a "valid" kernel does not fit.
+Dims conv2d_output_dims(const Dims& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> strides,
+                        std::array<int64_t, 2> dilation_rate, const std::string& padding, int64_t channels_out) {
+  check_rank(x, 4, "(batch, height, width, channels)", "reshape the input, e.g. Reshape({28, 28, 1}) before it");
+  (void)known_last_dim(x, "the channels");
+  Dims out = {x[0], 0, 0, channels_out};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t window = (kernel_size[i] - 1) * dilation_rate[i] + 1;
+    out[i + 1] = window_output(x[i + 1], window, strides[i], padding);
+    if (out[i + 1] == 0) {
+      throw InvalidArgument(fmt::format("kernel {}x{} is larger than its {}x{} input with padding 'valid'",
+                                        kernel_size[0], kernel_size[1], x[1], x[2]),
+                            "use padding 'same', a smaller kernel_size, or a larger input");
+    }
+  }
+  return out;
 }
 
-void check_padding(const std::string& padding) {
-  if (padding != "valid" && padding != "same") {
-    throw InvalidArgument(fmt::format("padding must be 'valid' or 'same', got '{}'", padding));
+// A built layer called again (a shared layer) must see the channel count its kernel was made for.
+void check_built_channels(const Dims& x, int64_t built_channels) {
+  if (built_channels >= 0 && !x.empty() && x.back() >= 0 && x.back() != built_channels) {
+    throw InvalidArgument(fmt::format("was built for inputs with {} channels, got {}", built_channels, format_dims(x)),
+                          "a shared layer needs inputs of one channel count; use a separate layer");
   }
 }
 
@@ -215,19 +249,8 @@ class Conv2DLayer : public LayerImpl {
   }
   std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override {
     const Dims& x = inputs[0];
-    check_rank(x, 4, "(batch, height, width, channels)", "reshape the input, e.g. Reshape({28, 28, 1}) before it");
-    (void)known_last_dim(x, "the channels");
-    Dims out = {x[0], 0, 0, filters_};
-    for (int i = 0; i < 2; ++i) {
-      const int64_t window = (kernel_size_[i] - 1) * options_.dilation_rate[i] + 1;
-      out[i + 1] = window_output(x[i + 1], window, options_.strides[i], options_.padding);
-      if (out[i + 1] == 0) {
-        throw InvalidArgument(fmt::format("kernel {}x{} is larger than its {}x{} input with padding 'valid'",
-                                          kernel_size_[0], kernel_size_[1], x[1], x[2]),
-                              "use padding 'same', a smaller kernel_size, or a larger input");
-      }
-    }
-    return {out};
+    check_built_channels(x, kernel_.defined() ? kernel_.shape()[2] : -1);
+    return {conv2d_output_dims(x, kernel_size_, options_.strides, options_.dilation_rate, options_.padding, filters_)};
   }
   void build(const std::vector<Dims>& inputs) override {
     kernel_ = add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], inputs[0][3], filters_},
@@ -255,6 +278,72 @@ class Conv2DLayer : public LayerImpl {
   int64_t filters_;
   std::array<int64_t, 2> kernel_size_;
   Conv2DOptions options_;
+  Variable kernel_, bias_;
+};
+
+// ---- DepthwiseConv2D ----
+
+class DepthwiseConv2DLayer : public LayerImpl {
+ public:
+  DepthwiseConv2DLayer(std::array<int64_t, 2> kernel_size, DepthwiseConv2DOptions options)
+      : LayerImpl("DepthwiseConv2D", name_or(options.name, "depthwise_conv2d")),
+        kernel_size_(kernel_size),
+        options_(std::move(options)) {
+    if (kernel_size[0] <= 0 || kernel_size[1] <= 0 || options_.depth_multiplier <= 0) {
+      throw InvalidArgument(
+          fmt::format("DepthwiseConv2D: kernel_size and depth_multiplier must be positive, got {}x{} "
+                      "and {}",
+                      kernel_size[0], kernel_size[1], options_.depth_multiplier));
+    }
+    check_padding(options_.padding);
+    check_activation(options_.activation);
+  }
+  std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override {
+    const Dims& x = inputs[0];
+    check_built_channels(x, kernel_.defined() ? kernel_.shape()[2] : -1);
+    const int64_t channels = x.size() == 4 ? x[3] : 0;
+    return {conv2d_output_dims(x, kernel_size_, options_.strides, options_.dilation_rate, options_.padding,
+                               channels * options_.depth_multiplier)};
+  }
+  void build(const std::vector<Dims>& inputs) override {
+    const int64_t channels = inputs[0][3];
+    kernel_ =
+        add_weight("depthwise_kernel", Shape{kernel_size_[0], kernel_size_[1], channels, options_.depth_multiplier},
+                   options_.depthwise_initializer, true, options_.depthwise_regularizer);
+    if (options_.use_bias) {
+      bias_ = add_weight("bias", Shape{channels * options_.depth_multiplier}, options_.bias_initializer);
+    }
+  }
+  nlohmann::json get_config() const override {
+    return {{"name", name()},
+            {"kernel_size", kernel_size_},
+            {"strides", options_.strides},
+            {"padding", options_.padding},
+            {"depth_multiplier", options_.depth_multiplier},
+            {"dilation_rate", options_.dilation_rate},
+            {"activation", options_.activation},
+            {"use_bias", options_.use_bias},
+            {"depthwise_initializer", initializer_to_json(options_.depthwise_initializer)},
+            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
+            {"depthwise_regularizer", regularizer_to_json(options_.depthwise_regularizer)}};
+  }
+  // A grouped convolution with one group per input channel: the (KH, KW, C, M) kernel read as
+  // (KH, KW, 1, C * M) puts filter m of channel c at output c * M + m, Keras's order.
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
+    const Shape& k = kernel_.shape();
+    const Tensor filter = reshape(kernel_.value(), Shape{k[0], k[1], 1, k[2] * k[3]});
+    Tensor y = conv2d(inputs[0], filter,
+                      {.strides = options_.strides,
+                       .padding = options_.padding,
+                       .dilations = options_.dilation_rate,
+                       .groups = k[2]});
+    if (options_.use_bias) y = y + bias_.value();
+    return {apply_activation(options_.activation, y)};
+  }
+
+ private:
+  std::array<int64_t, 2> kernel_size_;
+  DepthwiseConv2DOptions options_;
   Variable kernel_, bias_;
 };
 
@@ -302,15 +391,24 @@ class Pooling2DLayer : public LayerImpl {
   std::string padding_;
 };
 
-class GlobalAveragePooling2DLayer : public LayerImpl {
+// Mean over the spatial axes: GlobalAveragePooling1D (N, T, C) -> (N, C), 2D (N, H, W, C) -> (N, C).
+class GlobalAveragePoolingLayer : public LayerImpl {
  public:
-  explicit GlobalAveragePooling2DLayer(const NamedOptions& options)
-      : LayerImpl("GlobalAveragePooling2D", name_or(options.name, "global_average_pooling2d")) {}
+  GlobalAveragePoolingLayer(int spatial_rank, const NamedOptions& options)
+      : LayerImpl(fmt::format("GlobalAveragePooling{}D", spatial_rank),
+                  name_or(options.name, spatial_rank == 1 ? "global_average_pooling1d" : "global_average_pooling2d")),
+        spatial_rank_(spatial_rank) {}
   std::vector<Dims> compute_output_shapes(const std::vector<Dims>& inputs) const override {
-    check_rank(inputs[0], 4, "(batch, height, width, channels)");
-    return {{inputs[0][0], inputs[0][3]}};
+    check_rank(inputs[0], spatial_rank_ + 2,
+               spatial_rank_ == 1 ? "(batch, steps, features)" : "(batch, height, width, channels)");
+    return {{inputs[0][0], inputs[0].back()}};
   }
-  std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override { return {mean(inputs[0], {1, 2})}; }
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
+    return {spatial_rank_ == 1 ? mean(inputs[0], {1}) : mean(inputs[0], {1, 2})};
+  }
+
+ private:
+  int spatial_rank_;
 };
 
 // ---- shape layers ----
@@ -637,13 +735,17 @@ Layer Dense(int64_t units, const DenseOptions& options) { return make_layer<Dens
 Layer Conv2D(int64_t filters, std::array<int64_t, 2> kernel_size, const Conv2DOptions& options) {
   return make_layer<Conv2DLayer>(filters, kernel_size, options);
 }
+Layer DepthwiseConv2D(std::array<int64_t, 2> kernel_size, const DepthwiseConv2DOptions& options) {
+  return make_layer<DepthwiseConv2DLayer>(kernel_size, options);
+}
 Layer MaxPooling2D(std::array<int64_t, 2> pool_size, const Pooling2DOptions& options) {
   return make_layer<Pooling2DLayer>(true, pool_size, options);
 }
 Layer AveragePooling2D(std::array<int64_t, 2> pool_size, const Pooling2DOptions& options) {
   return make_layer<Pooling2DLayer>(false, pool_size, options);
 }
-Layer GlobalAveragePooling2D(const NamedOptions& options) { return make_layer<GlobalAveragePooling2DLayer>(options); }
+Layer GlobalAveragePooling2D(const NamedOptions& options) { return make_layer<GlobalAveragePoolingLayer>(2, options); }
+Layer GlobalAveragePooling1D(const NamedOptions& options) { return make_layer<GlobalAveragePoolingLayer>(1, options); }
 Layer Flatten(const NamedOptions& options) { return make_layer<FlattenLayer>(options); }
 Layer Reshape(const Dims& target_shape, const NamedOptions& options) {
   return make_layer<ReshapeLayer>(target_shape, options);
@@ -675,20 +777,32 @@ DType dtype_from_keras_name(const std::string& name) {
   return parse_dtype(name);  // Nimbus's own names (f32, ...)
 }
 
-namespace {
-template <typename T>
-T value_or(const nlohmann::json& config, const char* key, T fallback) {
-  return config.contains(key) && !config[key].is_null() ? config[key].get<T>() : fallback;
-}
-
+namespace internal {
 std::array<int64_t, 2> pair_of(const nlohmann::json& value) {
   if (value.is_number()) return {value.get<int64_t>(), value.get<int64_t>()};
   const auto v = value.get<std::vector<int64_t>>();
   if (v.size() != 2) throw InvalidArgument(fmt::format("expected two sizes, got {}", value.dump()));
   return {v[0], v[1]};
 }
+}  // namespace internal
+
+namespace {
+
+// Keras arguments Nimbus reads but supports only at their defaults: anything else is refused, not ignored.
+void check_supported_keras_arguments(const std::string& class_name, const nlohmann::json& c) {
+  if (value_or<std::string>(c, "data_format", "channels_last") != "channels_last") {
+    throw Unimplemented(
+        fmt::format("{}: data_format {}: Nimbus's layers are channels_last", class_name, c["data_format"].dump()),
+        "transpose the data to NHWC and use channels_last");
+  }
+  if (value_or<int64_t>(c, "groups", 1) != 1) {
+    throw Unimplemented(fmt::format("{}: groups {} (grouped convolution layers)", class_name, c["groups"].dump()),
+                        "DepthwiseConv2D covers one group per channel");
+  }
+}
 
 Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
+  check_supported_keras_arguments(class_name, c);
   const std::string name = value_or<std::string>(c, "name", "");
   const NamedOptions named{.name = name};
   if (class_name == "Dense") {
@@ -714,6 +828,22 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     o.name = name;
     return Conv2D(c.at("filters").get<int64_t>(), pair_of(c.at("kernel_size")), o);
   }
+  if (class_name == "DepthwiseConv2D") {
+    DepthwiseConv2DOptions o;
+    if (c.contains("strides")) o.strides = pair_of(c["strides"]);
+    o.padding = value_or<std::string>(c, "padding", "valid");
+    o.depth_multiplier = value_or<int64_t>(c, "depth_multiplier", 1);
+    if (c.contains("dilation_rate")) o.dilation_rate = pair_of(c["dilation_rate"]);
+    o.activation = value_or<std::string>(c, "activation", "linear");
+    o.use_bias = value_or(c, "use_bias", true);
+    if (c.contains("depthwise_initializer"))
+      o.depthwise_initializer = initializer_from_json(c["depthwise_initializer"]);
+    if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
+    if (c.contains("depthwise_regularizer"))
+      o.depthwise_regularizer = regularizer_from_json(c["depthwise_regularizer"]);
+    o.name = name;
+    return DepthwiseConv2D(pair_of(c.at("kernel_size")), o);
+  }
   if (class_name == "MaxPooling2D" || class_name == "AveragePooling2D") {
     Pooling2DOptions o;
     if (c.contains("strides") && !c["strides"].is_null()) o.strides = pair_of(c["strides"]);
@@ -723,6 +853,7 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     return class_name == "MaxPooling2D" ? MaxPooling2D(pool, o) : AveragePooling2D(pool, o);
   }
   if (class_name == "GlobalAveragePooling2D") return GlobalAveragePooling2D(named);
+  if (class_name == "GlobalAveragePooling1D") return GlobalAveragePooling1D(named);
   if (class_name == "Flatten") return Flatten(named);
   if (class_name == "Reshape") return Reshape(c.at("target_shape").get<Dims>(), named);
   if (class_name == "Activation") return Activation(c.at("activation").get<std::string>(), named);
@@ -762,16 +893,80 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
   }
   if (class_name == "Rescaling")
     return Rescaling(c.at("scale").get<double>(), {.offset = value_or(c, "offset", 0.0), .name = name});
+  if (class_name == "MultiHeadAttention") {
+    MultiHeadAttentionOptions o;
+    if (c.contains("value_dim") && !c["value_dim"].is_null()) o.value_dim = c["value_dim"].get<int64_t>();
+    o.dropout = value_or(c, "dropout", 0.0);
+    o.use_bias = value_or(c, "use_bias", true);
+    if (c.contains("output_shape") && !c["output_shape"].is_null()) {
+      // Keras also writes it as a one-element list.
+      const nlohmann::json& shape = c["output_shape"];
+      if (shape.is_array() && shape.size() != 1) {
+        throw Unimplemented(fmt::format("MultiHeadAttention: output_shape {} has more than one axis", shape.dump()));
+      }
+      o.output_shape = shape.is_array() ? shape[0].get<int64_t>() : shape.get<int64_t>();
+    }
+    if (c.contains("kernel_initializer")) o.kernel_initializer = initializer_from_json(c["kernel_initializer"]);
+    if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
+    if (c.contains("seed") && !c["seed"].is_null()) o.seed = c["seed"].get<uint64_t>();
+    if (c.contains("attention_axes") && !c["attention_axes"].is_null()) {
+      const auto axes =
+          c["attention_axes"].is_array() ? c["attention_axes"] : nlohmann::json::array({c["attention_axes"]});
+      if (axes.size() != 1 || (axes[0] != 1 && axes[0] != -2)) {
+        throw Unimplemented(
+            fmt::format("MultiHeadAttention: attention_axes {}: only the sequence axis 1", axes.dump()));
+      }
+    }
+    o.name = name;
+    return MultiHeadAttention(c.at("num_heads").get<int64_t>(), c.at("key_dim").get<int64_t>(), o);
+  }
+  if (class_name == "PositionEmbedding") {
+    PositionEmbeddingOptions o;
+    if (c.contains("initializer")) o.initializer = initializer_from_json(c["initializer"]);
+    o.name = name;
+    return PositionEmbedding(c.at("sequence_length").get<int64_t>(), o);
+  }
+  if (class_name == "Normalization") {
+    NormalizationOptions o;
+    if (c.contains("axis")) {
+      const nlohmann::json& axis = c["axis"];
+      o.axis = axis.is_null()    ? std::vector<int64_t>{}
+               : axis.is_array() ? axis.get<std::vector<int64_t>>()
+                                 : std::vector<int64_t>{axis.get<int64_t>()};
+    }
+    // A scalar or a list, possibly nested (Keras writes numpy arrays with their shape): flattened in order.
+    auto values = [&](const char* key) -> std::optional<std::vector<double>> {
+      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+      std::vector<double> flat;
+      std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& v) {
+        if (!v.is_array()) return flat.push_back(v.get<double>());
+        for (const auto& item : v) collect(item);
+      };
+      collect(c[key]);
+      return flat;
+    };
+    o.mean = values("mean");
+    o.variance = values("variance");
+    o.invert = value_or(c, "invert", false);
+    o.name = name;
+    return Normalization(o);
+  }
   if (class_name == "InputLayer") {
     const nlohmann::json& shape = c.contains("batch_input_shape") ? c["batch_input_shape"] : c.at("batch_shape");
     Dims dims;
     for (size_t i = 1; i < shape.size(); ++i) dims.push_back(shape[i].is_null() ? -1 : shape[i].get<int64_t>());
-    return InputLayer(dims, dtype_from_keras_name(value_or<std::string>(c, "dtype", "float32")), name);
+    // Keras 3.x may write the dtype as a DTypePolicy object {"class_name": "DTypePolicy", "config": {"name": ...}}.
+    const nlohmann::json dtype = c.contains("dtype") && !c["dtype"].is_null() ? c["dtype"] : nlohmann::json("float32");
+    return InputLayer(dims,
+                      dtype_from_keras_name(dtype.is_object() ? dtype.at("config").at("name").get<std::string>()
+                                                              : dtype.get<std::string>()),
+                      name);
   }
   throw InvalidArgument(fmt::format("unknown layer class '{}'", class_name),
-                        "Nimbus has Input(Layer), Dense, Conv2D, MaxPooling2D, AveragePooling2D, "
-                        "GlobalAveragePooling2D, Flatten, Reshape, Activation, Add, Concatenate, Dropout, "
-                        "BatchNormalization, LayerNormalization, Embedding, Rescaling");
+                        "Nimbus has Input(Layer), Dense, Conv2D, DepthwiseConv2D, MaxPooling2D, AveragePooling2D, "
+                        "GlobalAveragePooling2D, GlobalAveragePooling1D, Flatten, Reshape, Activation, Add, "
+                        "Concatenate, Dropout, BatchNormalization, LayerNormalization, Embedding, PositionEmbedding, "
+                        "MultiHeadAttention, Rescaling, Normalization");
 }
 }  // namespace
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -335,6 +337,84 @@ nlohmann::json Model::to_config() const {
             {"output_layers", references(state.outputs)}}}};
 }
 
+namespace {
+
+// A layer call's tensor arguments in a Keras JSON node, as [layer name, node index, tensor index]
+// references: positional ones in order, keyword ones by name.
+struct NodeArguments {
+  std::vector<nlohmann::json> positional;
+  std::map<std::string, nlohmann::json> named;
+};
+
+// Keras 3 writes a tensor as {"class_name": "__keras_tensor__", "config": {"keras_history": [...]}}.
+bool is_keras3_tensor(const nlohmann::json& value) {
+  return value.is_object() && value.value("class_name", "") == "__keras_tensor__";
+}
+// Keras 2 writes one as [layer name, node index, tensor index] (with a kwargs mapping as a 4th item in a node).
+bool is_keras2_reference(const nlohmann::json& value) {
+  return value.is_array() && value.size() >= 3 && value[0].is_string() && value[1].is_number_integer() &&
+         value[2].is_number_integer();
+}
+
+NodeArguments node_arguments(const nlohmann::json& node) {
+  NodeArguments arguments;
+  if (node.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}; Add's inputs come as one list argument
+    std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& value) {
+      if (is_keras3_tensor(value)) return arguments.positional.push_back(value.at("config").at("keras_history"));
+      if (value.is_array()) {
+        for (const auto& item : value) collect(item);
+      }
+    };
+    const nlohmann::json args = node.value("args", nlohmann::json::array());
+    const nlohmann::json kwargs = node.value("kwargs", nlohmann::json::object());
+    for (const auto& argument : args) collect(argument);
+    for (const auto& [key, value] : kwargs.items()) {
+      if (is_keras3_tensor(value)) arguments.named[key] = value.at("config").at("keras_history");
+    }
+    return arguments;
+  }
+  // Keras 2: a list of references, each with an optional kwargs mapping whose tensors are references too
+  // (MultiHeadAttention called as mha(x, value=y) writes [["x", 0, 0, {"value": ["y", 0, 0]}]]).
+  for (const auto& reference : node) {
+    arguments.positional.push_back(reference);
+    if (reference.size() > 3 && reference[3].is_object()) {
+      for (const auto& [key, value] : reference[3].items()) {
+        if (is_keras2_reference(value)) arguments.named[key] = value;
+      }
+    }
+  }
+  return arguments;
+}
+
+// Puts keyword tensors where the layer's call() takes them (by input_names()); a gap before a later
+// argument (a mask without a key) takes the value, which is what Keras uses for a missing key.
+void place_named_inputs(const LayerImpl& layer, const std::map<std::string, KerasTensor>& named,
+                        std::vector<KerasTensor>& inputs) {
+  if (named.empty()) return;
+  const std::vector<std::string> names = layer.input_names();
+  for (const auto& [key, tensor] : named) {
+    const auto it = std::find(names.begin(), names.end(), key);
+    if (it == names.end()) {
+      throw InvalidArgument(
+          fmt::format("layer '{}' ({}) takes no tensor argument '{}'", layer.name(), layer.class_name(), key));
+    }
+    const auto index = static_cast<size_t>(it - names.begin());
+    if (inputs.size() <= index) inputs.resize(index + 1);
+    inputs[index] = tensor;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined()) continue;
+    if (i == 2 && inputs.size() > 1 && inputs[1].defined()) {
+      inputs[i] = inputs[1];
+    } else {
+      throw InvalidArgument(fmt::format("layer '{}' ({}): no tensor for its argument '{}'", layer.name(),
+                                        layer.class_name(), i < names.size() ? names[i] : std::to_string(i)));
+    }
+  }
+}
+
+}  // namespace
+
 Model model_from_config(const nlohmann::json& json) {
   try {
     const std::string class_name = json.at("class_name").get<std::string>();
@@ -343,7 +423,15 @@ Model model_from_config(const nlohmann::json& json) {
     if (class_name == "Sequential") {
       Sequential model({}, name);
       for (const auto& entry : config.at("layers")) {
-        model.add(layer_from_config(entry.at("class_name").get<std::string>(), entry.at("config")));
+        const nlohmann::json& layer_config = entry.at("config");
+        // Older Keras 2 files declare the input on the first layer instead of an InputLayer.
+        if (!model.built() && model.layers().empty() && layer_config.contains("batch_input_shape") &&
+            entry.at("class_name") != "InputLayer") {
+          model.add(
+              layer_from_config("InputLayer", {{"batch_input_shape", layer_config["batch_input_shape"]},
+                                               {"dtype", layer_config.value("dtype", nlohmann::json("float32"))}}));
+        }
+        model.add(layer_from_config(entry.at("class_name").get<std::string>(), layer_config));
       }
       return model;
     }
@@ -363,12 +451,8 @@ Model model_from_config(const nlohmann::json& json) {
       nlohmann::json layer_config = entry.at("config");
       if (layer_class == "InputLayer") {
         const Layer input = layer_from_config(layer_class, layer_config);
-        const auto& shape = layer_config.contains("batch_input_shape") ? layer_config["batch_input_shape"]
-                                                                       : layer_config.at("batch_shape");
-        Dims dims;
-        for (size_t i = 1; i < shape.size(); ++i) dims.push_back(shape[i].is_null() ? -1 : shape[i].get<int64_t>());
-        outputs[input.name()] = {
-            Input(dims, dtype_from_keras_name(layer_config.value("dtype", "float32")), input.name())};
+        const auto spec = input_layer_spec(*input);
+        outputs[input.name()] = {Input(spec->first, spec->second, input.name())};
         continue;
       }
       pending.push_back({layer_from_config(layer_class, layer_config), entry.at("inbound_nodes"), 0});
@@ -383,11 +467,10 @@ Model model_from_config(const nlohmann::json& json) {
       progress = false;
       for (Pending& p : pending) {
         while (p.next < p.nodes.size()) {
-          nlohmann::json node = p.nodes[p.next];
-          // Keras 2 nests each node's references in a list; accept a single reference list too.
+          const NodeArguments arguments = node_arguments(p.nodes[p.next]);
           std::vector<KerasTensor> inputs;
           bool ready = true;
-          for (const auto& reference : node) {
+          for (const auto& reference : arguments.positional) {
             const auto tensor = resolve(reference);
             if (!tensor) {
               ready = false;
@@ -395,7 +478,17 @@ Model model_from_config(const nlohmann::json& json) {
             }
             inputs.push_back(*tensor);
           }
+          std::map<std::string, KerasTensor> named;
+          for (const auto& [key, reference] : arguments.named) {
+            const auto tensor = resolve(reference);
+            if (!tensor) {
+              ready = false;
+              break;
+            }
+            named[key] = *tensor;
+          }
           if (!ready) break;
+          place_named_inputs(*p.layer, named, inputs);
           outputs[p.layer.name()].push_back(inputs.size() == 1 ? p.layer(inputs[0]) : p.layer(inputs));
           ++p.next;
           progress = true;

@@ -75,6 +75,13 @@ const std::map<std::string, KeySpec>& schema() {
       {"model.layers", {Kind::kList, nullptr}},
       {"model.class_name", {Kind::kString, nullptr}},
       {"model.config", {Kind::kObject, nullptr}},
+      // The rest of what Keras's to_json() writes beside class_name and config (Keras 3, then Keras 2).
+      {"model.module", {Kind::kString, nullptr}},
+      {"model.registered_name", {Kind::kString, nullptr}},
+      {"model.build_config", {Kind::kObject, nullptr}},
+      {"model.compile_config", {Kind::kObject, nullptr}},
+      {"model.keras_version", {Kind::kString, nullptr}},
+      {"model.backend", {Kind::kString, nullptr}},
       {"compile.optimizer", {Kind::kStringOrObject, "adam"}},
       {"compile.optimizer.name", {Kind::kString, nullptr}},
       {"compile.optimizer.learning_rate", {Kind::kNumber, nullptr}},
@@ -243,7 +250,10 @@ void check(const Json& value, const std::string& path, const Source& source) {
           fmt::format("{}: {} must be {}, got {}", source.where(path), path, kind_name(it->second.kind), value.dump()));
     }
     // Free-form parts: the model's layers (checked against each layer's arguments) and Keras configs.
-    if (path == "model.layers" || path == "model.config" || !value.is_object()) return;
+    if (path == "model.layers" || path == "model.config" || path == "model.build_config" ||
+        path == "model.compile_config" || !value.is_object()) {
+      return;
+    }
   } else if (!value.is_object()) {
     throw InvalidArgument(
         fmt::format("{}: {} must be a mapping", source.where(path), path.empty() ? "the config" : path));
@@ -321,7 +331,7 @@ void check_layers(const Json& config, const Source& source) {
     const nn::Layer layer = nn::layer_from_config(class_name, arguments);
     const Json known = layer->get_config();
     for (const auto& [key, value] : arguments.items()) {
-      if (!known.contains(key)) {
+      if (!known.contains(key) && key != "inbound") {  // inbound: the functional form (nn::model_from_layer_list)
         std::vector<std::string> names;
         for (const auto& [name, v] : known.items()) names.push_back(name);
         throw InvalidArgument(fmt::format("{}: layer {} ({}) has no argument '{}'",
@@ -452,14 +462,9 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
   const Json& model_section = config.at("model");
   nn::Model model = [&]() -> nn::Model {
     if (model_section.contains("class_name")) return nn::model_from_config(model_section);
-    nn::Sequential sequential({}, model_section.value("name", std::string()));
-    sequential.add(nn::Input(model_section.at("input_shape").get<nn::Dims>(),
-                             nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>())));
-    for (const auto& entry : model_section.at("layers")) {
-      const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
-      sequential.add(nn::layer_from_config(entry.begin().key(), arguments));
-    }
-    return sequential;
+    return nn::model_from_layer_list(model_section.at("input_shape").get<nn::Dims>(),
+                                     nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>()),
+                                     model_section.at("layers"), model_section.value("name", std::string()));
   }();
   if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
   if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");

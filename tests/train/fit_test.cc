@@ -123,6 +123,24 @@ TEST(Fit, GraphModeTracesOnceAndMatchesEager) {
   EXPECT_GT(std::abs(moving_mean[0]) + std::abs(moving_mean[1]), 0);
 }
 
+TEST(Fit, GraphModeBatchNormalizationOnImagesKeepsThePopulationStatistics) {
+  // BatchNormalization first, momentum 0: after a graph-mode step on the whole set as one batch the
+  // moving statistics are the set's per-channel mean and biased variance, and inference (moving
+  // statistics) gives what training (batch statistics) gave.
+  Generator generator(4);
+  const Tensor x = random_normal({16, 5, 5, 3}, 0, 1, DType::kF32, Device::cpu(), &generator) * 2.0 + 3.0;
+  const Tensor y = Tensor::from_vector<int64_t>(std::vector<int64_t>(16, 1), {16});
+  nn::Layer bn = nn::BatchNormalization({.momentum = 0, .epsilon = 1e-3});
+  nn::Sequential model({nn::InputLayer({5, 5, 3}), bn, nn::Conv2D(2, {3, 3}), nn::Flatten(), nn::Dense(3)});
+  train::Trainer trainer = train::compile(model, sgd_options());
+  (void)trainer.fit(x, y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0, .graph = true});
+  EXPECT_EQ(trainer.train_step_traces(), 1);
+  EXPECT_LT(relative_error(bn.weights()[2].value(), mean(x, {0, 1, 2})), 1e-5);
+  EXPECT_LT(relative_error(bn.weights()[3].value(), variance(x, {0, 1, 2})), 1e-4);
+  const Tensor normalized_training = bn(x, true), normalized_inference = bn(x, false);
+  EXPECT_LT(relative_error(normalized_inference, normalized_training), 1e-4);
+}
+
 TEST(Fit, ShufflesWithTheSeed) {
   const Problem data = make_problem(96);
   auto train_with = [&](uint64_t seed, bool shuffle) {

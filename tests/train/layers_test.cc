@@ -2,9 +2,11 @@
 // against finite differences in f64, build-time argument errors.
 #include "nimbus/nn/layers.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
@@ -25,20 +27,6 @@ Float64Weights::~Float64Weights() { nn::set_floatx(DType::kF32); }
 namespace {
 
 using nn::Layer;
-
-Tensor random_input(const Shape& shape, DType dtype = DType::kF32, uint64_t seed = 7) {
-  Generator generator(seed);
-  return random_normal(shape, 0, 1, dtype, Device::cpu(), &generator);
-}
-
-std::string error_message(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return std::string(error.what());
-  }
-  return "(no error)";
-}
 
 TEST(Dense, BuildsOnFirstCallAndComputesXWPlusB) {
   Layer dense = nn::Dense(3, {.activation = "relu", .name = "probe"});
@@ -150,6 +138,84 @@ TEST(LayerErrors, LazySequentialReportsAtFirstCall) {
   EXPECT_FALSE(model.built());
   const std::string message = error_message([&] { (void)model(random_input({2, 4, 4, 1})); });
   EXPECT_NE(message.find("layer 1 'late' (Conv2D)"), std::string::npos) << message;
+}
+
+// Each case: a model whose layer `index` ('bad') is wrong for its input, and what the message must say.
+struct BuildErrorCase {
+  const char* what;
+  std::function<void()> build;
+  int index;
+  const char* class_name;
+  const char* reason;
+};
+
+TEST(LayerErrors, EachMismatchNamesTheLayerItsIndexAndTheShapes) {
+  const BuildErrorCase cases[] = {
+      {"Dense shared across feature sizes",
+       [] {
+         nn::KerasTensor a = nn::Input({4}), b = nn::Input({5});
+         Layer shared = nn::Dense(3, {.name = "bad"});
+         (void)shared(a);
+         (void)shared(b);
+       },
+       1, "Dense", "built for inputs with 4 features, got (None, 5)"},  // index 1: after its InputLayer
+      {"Add of mismatched shapes",
+       [] {
+         nn::KerasTensor in = nn::Input({6});
+         (void)nn::Add({.name = "bad"})({nn::Dense(4)(in), nn::Dense(5)(in)});
+       },
+       3, "Add", "got (None, 4) and (None, 5)"},
+      {"Reshape with a wrong element count",
+       [] {
+         nn::Sequential({nn::InputLayer({6, 2}), nn::Flatten(), nn::Reshape({5, 2}, {.name = "bad"})});
+       },
+       1, "Reshape", "cannot reshape (None, 12) (12 values per sample) to target_shape (5, 2)"},
+      {"DepthwiseConv2D kernel larger than its input",
+       [] {
+         nn::Sequential({nn::InputLayer({2, 2, 3}), nn::DepthwiseConv2D({3, 3}, {.name = "bad"})});
+       },
+       0, "DepthwiseConv2D", "kernel 3x3 is larger than its 2x2 input"},
+      {"AveragePooling2D on a rank-2 input",
+       [] {
+         nn::Sequential({nn::InputLayer({8}), nn::AveragePooling2D({2, 2}, {.name = "bad"})});
+       },
+       0, "AveragePooling2D", "rank-4 input (batch, height, width, channels), got rank 2 (None, 8)"},
+      {"MultiHeadAttention on images",
+       [] {
+         nn::KerasTensor in = nn::Input({4, 4, 2});
+         (void)nn::MultiHeadAttention(2, 4, {.name = "bad"})({in, in});
+       },
+       1, "MultiHeadAttention", "rank-3 input (batch, sequence, features) as its query"},
+      {"MultiHeadAttention with a mask of the wrong length",
+       [] {
+         nn::KerasTensor q = nn::Input({4, 8}), v = nn::Input({5, 8}), mask = nn::Input({4, 4});
+         (void)nn::MultiHeadAttention(2, 4, {.name = "bad"})({q, v, v, mask});
+       },
+       3, "MultiHeadAttention", "attention_mask (None, 4, 4) must be (batch, query length, key length)"},
+      {"PositionEmbedding shorter than the sequence",
+       [] {
+         nn::Sequential({nn::InputLayer({9, 4}), nn::PositionEmbedding(8, {.name = "bad"})});
+       },
+       0, "PositionEmbedding", "longer than sequence_length 8"},
+      {"Normalization with too few statistics",
+       [] {
+         nn::Sequential({nn::InputLayer({3}), nn::Normalization({.mean = std::vector<double>{0, 1},
+                                                                 .variance = std::vector<double>{1, 1},
+                                                                 .name = "bad"})});
+       },
+       0, "Normalization", "need 1 or 3 values"},
+      {"GlobalAveragePooling1D on images",
+       [] {
+         nn::Sequential({nn::InputLayer({4, 4, 1}), nn::GlobalAveragePooling1D({.name = "bad"})});
+       },
+       0, "GlobalAveragePooling1D", "rank-3 input"},
+  };
+  for (const BuildErrorCase& c : cases) {
+    const std::string message = error_message(c.build);
+    EXPECT_NE(message.find(fmt::format("layer {} 'bad' ({})", c.index, c.class_name)), std::string::npos)
+        << c.what << ": " << message;
+    EXPECT_NE(message.find(c.reason), std::string::npos) << c.what << ": " << message;
+  }
 }
 
 TEST(Pooling, MaxAverageAndGlobalAverage) {

@@ -9,6 +9,7 @@
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
+#include "nimbus/ops/elementwise.h"
 #include "nimbus/tensor/safetensors.h"
 #include "train_test_util.h"
 
@@ -45,6 +46,16 @@ TEST(LayerConfig, EveryLayerRoundTripsThroughItsConfig) {
       nn::Embedding(100, 8),
       nn::Rescaling(0.5, {.offset = 1}),
       nn::InputLayer({28, 28, 1}, DType::kU8),
+      nn::DepthwiseConv2D({3, 3}, {.strides = {2, 2},
+                                   .padding = "same",
+                                   .depth_multiplier = 2,
+                                   .activation = "relu",
+                                   .depthwise_regularizer = nn::L2(0.1)}),
+      nn::GlobalAveragePooling1D(),
+      nn::MultiHeadAttention(4, 8, {.value_dim = 6, .dropout = 0.1, .use_bias = false, .output_shape = 12, .seed = 3}),
+      nn::PositionEmbedding(28, {.initializer = {"he_normal", 1}}),
+      nn::Normalization({.mean = std::vector<double>{1, 2}, .variance = std::vector<double>{3, 4}, .invert = true}),
+      nn::Normalization({.axis = {}}),
   };
   for (const nn::Layer& layer : layers) {
     const nlohmann::json config = layer->get_config();
@@ -97,6 +108,25 @@ TEST(SaveLoad, FunctionalResidualModel) {
   const Tensor x = input({3, 8});
   EXPECT_EQ(values_of(loaded(x)), values_of(model(x)));
   EXPECT_EQ(loaded.count_params(), model.count_params());
+}
+
+TEST(SaveLoad, TransformerBlockKeepsAttentionAndAdaptedStatistics) {
+  nn::KerasTensor in = nn::Input({5, 3});
+  nn::Layer normalization = nn::Normalization({.name = "norm"});
+  nn::adapt(normalization, input({20, 5, 3}) * 3.0 + 1.0);
+  nn::KerasTensor h = nn::Dense(8, {.name = "tokens"})(normalization(in));
+  h = nn::Add()({h, nn::PositionEmbedding(5, {.name = "pos"})(h)});
+  h = nn::MultiHeadAttention(2, 4, {.name = "mha"})({h, h});
+  nn::Model model({in}, {nn::Dense(2)(nn::GlobalAveragePooling1D()(h))}, "block");
+  const std::string path = temp_path("transformer.safetensors");
+  model.save(path);
+  const nn::Model loaded = nn::load_model(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(loaded.to_config(), model.to_config());
+  EXPECT_EQ(values_of(loaded.get_layer("norm").weights()[0].value()),
+            values_of(normalization.weights()[0].value()));  // the adapted mean, not zeros
+  const Tensor x = input({2, 5, 3});
+  EXPECT_EQ(values_of(loaded(x)), values_of(model(x)));
 }
 
 TEST(SaveLoad, RefusesTruncatedAndForeignFiles) {

@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nimbus/autodiff/variable.h"
+#include "nimbus/base/error.h"
+#include "nimbus/base/rng.h"
 #include "nimbus/nn/model.h"
+#include "nimbus/ops/creation.h"
 #include "nimbus/tensor/tensor.h"
 
 namespace nimbus::testing {
@@ -32,6 +36,22 @@ inline double relative_error(const std::vector<double>& actual, const std::vecto
 inline double relative_error(const Tensor& actual, const Tensor& expected) {
   if (actual.shape() != expected.shape()) return INFINITY;
   return relative_error(values_of(actual), values_of(expected));
+}
+
+// Standard normal values from a fixed seed.
+inline Tensor random_input(const Shape& shape, DType dtype = DType::kF32, uint64_t seed = 7) {
+  Generator generator(seed);
+  return random_normal(shape, 0, 1, dtype, Device::cpu(), &generator);
+}
+
+// The message of the nimbus::Error `body` throws, or "(no error)".
+inline std::string error_message(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return std::string(error.what());
+  }
+  return "(no error)";
 }
 
 // Every weight of the model, flattened in order.

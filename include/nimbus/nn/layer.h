@@ -57,8 +57,12 @@ class LayerImpl {
   // Unique per class in the process unless given: "dense", "dense_1", ...
   const std::string& name() const { return name_; }
 
-  // How many inputs call() takes; -1 for any number >= 2 (Add, Concatenate).
+  // How many inputs call() takes; -1 for any number >= 2 (Add, Concatenate, MultiHeadAttention).
   virtual int num_inputs() const { return 1; }
+  // Keras's names of call()'s tensor arguments, in the order call() takes them, for layers that
+  // take them by keyword (MultiHeadAttention: query, value, key, attention_mask); empty for the
+  // rest. model_from_config places a Keras JSON node's keyword tensors by these names.
+  virtual std::vector<std::string> input_names() const { return {}; }
   // Checks the inputs (throwing InvalidArgument with the reason; the caller
   // adds the layer's name and index) and returns the output shapes.
   virtual std::vector<Dims> compute_output_shapes(const std::vector<Dims>& input_shapes) const = 0;

@@ -6,6 +6,7 @@
 //   nn::MaxPooling2D({2, 2});
 //   nn::Dropout(0.25);
 //   nn::BatchNormalization();
+//   nn::MultiHeadAttention(4, 16)({x, x});          // self-attention
 //
 // Images are NHWC (channels last, Keras's default). Activations by name:
 // linear, relu, sigmoid, tanh, softmax, log_softmax, gelu, softplus, silu (swish).
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nimbus/nn/layer.h"
 
@@ -45,6 +47,23 @@ struct Conv2DOptions {
 };
 Layer Conv2D(int64_t filters, std::array<int64_t, 2> kernel_size, const Conv2DOptions& options = {});
 
+// Depthwise 2-D convolution: each input channel is convolved with its own
+// depth_multiplier filters; kernel "depthwise_kernel" (KH, KW, C, depth_multiplier),
+// output channel c * depth_multiplier + m (Keras's order).
+struct DepthwiseConv2DOptions {
+  std::array<int64_t, 2> strides{1, 1};
+  std::string padding = "valid";  // or "same"
+  int64_t depth_multiplier = 1;
+  std::array<int64_t, 2> dilation_rate{1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer depthwise_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer depthwise_regularizer{};
+  std::string name{};
+};
+Layer DepthwiseConv2D(std::array<int64_t, 2> kernel_size, const DepthwiseConv2DOptions& options = {});
+
 struct Pooling2DOptions {
   std::optional<std::array<int64_t, 2>> strides{};  // default: pool_size
   std::string padding = "valid";
@@ -58,6 +77,8 @@ struct NamedOptions {
 };
 // Mean over the spatial axes: (N, H, W, C) -> (N, C).
 Layer GlobalAveragePooling2D(const NamedOptions& options = {});
+// Mean over the sequence axis: (N, T, C) -> (N, C).
+Layer GlobalAveragePooling1D(const NamedOptions& options = {});
 // (N, ...) -> (N, product of the rest).
 Layer Flatten(const NamedOptions& options = {});
 // (N, ...) -> (N, target_shape...); one entry of target_shape may be -1.
@@ -105,6 +126,55 @@ struct EmbeddingOptions {
 };
 // Integer ids (N, ...) -> (N, ..., output_dim); the table starts uniform in [-0.05, 0.05].
 Layer Embedding(int64_t input_dim, int64_t output_dim, const EmbeddingOptions& options = {});
+
+struct PositionEmbeddingOptions {
+  Initializer initializer = "glorot_uniform";
+  std::string name{};
+};
+// KerasHub's PositionEmbedding: a learned (sequence_length, features) table whose first T
+// rows, broadcast to the input's shape (N, T, features), are the output; add it to the input
+// with Add(). T may be shorter than sequence_length.
+Layer PositionEmbedding(int64_t sequence_length, const PositionEmbeddingOptions& options = {});
+
+// Keras's MultiHeadAttention over (batch, sequence, features) inputs. Inputs, in order:
+// query (N, T, Dq), value (N, S, Dv), optionally key (N, S, Dk; default: value) and
+// attention_mask (N, T, S; nonzero where query t may attend to position s).
+//
+//   q_h = query W_q[h] + b_q[h], k_h, v_h alike; P_h = softmax(q_h k_h^T / sqrt(key_dim) + mask bias);
+//   output = sum_h dropout(P_h) v_h W_o[h] + b_o, (N, T, output_shape)
+//
+// Weights as Keras names and shapes them: query/kernel (Dq, heads, key_dim), query/bias
+// (heads, key_dim), key/..., value/kernel (Dv, heads, value_dim), attention_output/kernel
+// (heads, value_dim, output_shape), attention_output/bias (output_shape). A masked position
+// gets -1e9 added to its score, as in Keras.
+struct MultiHeadAttentionOptions {
+  std::optional<int64_t> value_dim{};  // default: key_dim
+  double dropout = 0;                  // on the attention probabilities, in training
+  bool use_bias = true;
+  std::optional<int64_t> output_shape{};  // default: the query's features
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  std::optional<uint64_t> seed{};  // the dropout's seed
+  std::string name{};
+};
+Layer MultiHeadAttention(int64_t num_heads, int64_t key_dim, const MultiHeadAttentionOptions& options = {});
+
+// Keras's Normalization: (x - mean) / max(sqrt(variance), 1e-7), with one mean and variance
+// per index of `axis` (the others are reduced over; an empty axis list: one scalar mean and
+// variance). Either give mean and variance (a scalar, or one value per index) or call
+// adapt(layer, data), which computes them from data (N, ...) and keeps them as the
+// non-trainable weights "mean" and "variance". invert maps normalized values back.
+struct NormalizationOptions {
+  std::vector<int64_t> axis{-1};
+  std::optional<std::vector<double>> mean{};
+  std::optional<std::vector<double>> variance{};
+  bool invert = false;
+  std::string name{};
+};
+Layer Normalization(const NormalizationOptions& options = {});
+// Keras's layer.adapt(data) for a Normalization layer: builds it for data's sample shape if it
+// is not built yet and sets mean and (biased) variance from data.
+void adapt(const Layer& normalization, const Tensor& data);
 
 struct RescalingOptions {
   double offset = 0;

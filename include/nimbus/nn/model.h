@@ -78,6 +78,18 @@ Model model_from_config(const nlohmann::json& config);
 // The model saved by Model::save, with its weights.
 Model load_model(const std::string& path);
 
+// The model of a config's layer list (`nimbus train`'s model.layers): entries {ClassName: {arguments}},
+// each applied to the previous entry's output, or, when it has `inbound: [names]`, to the outputs of
+// those earlier layers ("input" is the model's input; two or more names for Add, Concatenate and
+// MultiHeadAttention's query, value, ...). The last entry is the output. Without any `inbound` this is
+// a Sequential; with one it is a functional model, so residual and attention blocks can be written:
+//
+//   - Conv2D: {name: c1, filters: 16, kernel_size: 3, padding: same, activation: relu}
+//   - Conv2D: {name: c2, filters: 16, kernel_size: 3, padding: same}
+//   - Add: {inbound: [c1, c2]}
+Model model_from_layer_list(const Dims& input_shape, DType input_dtype, const nlohmann::json& layers,
+                            const std::string& name = "");
+
 class Sequential : public Model {
  public:
   explicit Sequential(const std::vector<Layer>& layers = {}, const std::string& name = "");
