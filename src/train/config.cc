@@ -411,7 +411,8 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
   return parse_config(text.str(), path, overrides);
 }
 
-nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
+nlohmann::json run_config(const nlohmann::json& config, std::ostream& out,
+                          const monitor::RunMonitorOptions* monitoring) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
   runtime_options.threads = runtime.at("threads").get<int>();
@@ -460,6 +461,11 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   Trainer trainer = compile(model, {.optimizer = make_optimizer(compile_section.at("optimizer")),
                                     .loss = make_loss(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>()});
+  std::optional<monitor::RunMonitor> monitor;
+  if (monitoring) {
+    monitor.emplace(*monitoring, std::cerr);
+    monitor->attach(trainer.profiler());
+  }
   const History history = trainer.fit(x_train, y_train, fit);
 
   Json summary = {{"samples_per_sec", history.samples_per_sec},
@@ -477,6 +483,8 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out) {
   for (const auto& [name, values] : history.history) {
     if (name.rfind("val_", 0) == 0 && !values.empty()) summary["final"][name] = values.back();
   }
+  summary.update(monitor::summary_fields(trainer.profiler().totals()));
+  if (monitor) monitor->finish();
   return summary;
 }
 

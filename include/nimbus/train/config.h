@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "nimbus/monitor/run_monitor.h"
+
 namespace nimbus::train {
 
 // Reads, applies the overrides, checks, and returns the config as JSON with every default filled in.
@@ -46,7 +48,10 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
 // Trains as the config says, printing Keras's progress to `out`. Returns the summary:
 // samples_per_sec (after the first 20 steps), samples_total, steps, wall_seconds,
 // peak_rss_bytes, final (the last epoch's validation metrics, e.g. val_accuracy) and
-// epochs (one object of metrics per epoch, by Keras name).
-nlohmann::json run_config(const nlohmann::json& config, std::ostream& out);
+// epochs (one object of metrics per epoch, by Keras name), input_wait_seconds_total and
+// step_span_seconds (the step profiler's totals per span). With `monitoring`, a
+// monitor::RunMonitor watches the run (metrics exporter, samplers, metrics.jsonl, trace.json).
+nlohmann::json run_config(const nlohmann::json& config, std::ostream& out,
+                          const monitor::RunMonitorOptions* monitoring = nullptr);
 
 }  // namespace nimbus::train

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimbus/monitor/step_profiler.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/losses.h"
 #include "nimbus/train/metrics.h"
@@ -148,6 +149,9 @@ class Trainer {
   // How many times the train step has been traced (a test counts them).
   int train_step_traces() const;
 
+  // Where fit's steps go: every step records its spans here (monitor/step_profiler.h).
+  monitor::StepProfiler& profiler() { return *profiler_; }
+
   bool stop_training = false;
   // What the running fit does, for callbacks.
   struct Params {
@@ -172,6 +176,7 @@ class Trainer {
   std::vector<std::shared_ptr<Metric>> metrics_;
   std::shared_ptr<Metric> loss_mean_;
   std::unique_ptr<Steps> steps_;
+  std::unique_ptr<monitor::StepProfiler> profiler_;
 };
 
 inline Trainer compile(nn::Model model, CompileOptions options) {
