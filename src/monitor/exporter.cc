@@ -32,6 +32,9 @@ MetricsExporter::MetricsExporter(const MetricRegistry& registry, const std::stri
   server.http.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
   // SO_REUSEADDR only: cpp-httplib's default SO_REUSEPORT would let a second run bind the same port
   // and take half of the first one's scrapes.
+  // Without it Nagle's algorithm holds the body back until the client acknowledges the headers,
+  // and delayed acknowledgements make every scrape take about 40 ms.
+  server.http.set_tcp_nodelay(true);
   server.http.set_socket_options([](socket_t socket) {
     int yes = 1;
     setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);

@@ -85,9 +85,13 @@ Chart breakdown_chart(const RunRecord& run) {
 // Device utilization from the samplers; without NVML, the process's CPU use stands in and says so.
 Chart utilization_chart(const RunRecord& run) {
   const double start = start_time(run);
-  Chart chart{.title = "Utilization", .x_label = "seconds since start", .y_label = "%", .series = {}, .stacked = false};
+  Chart chart{.title = "Utilization",
+              .x_label = "seconds since start",
+              .y_label = "% (CPU: 100 = one core)",
+              .series = {},
+              .stacked = false};
   std::map<int, ChartSeries> devices;
-  ChartSeries cpu{.name = "process CPU (100 = 1 core)", .points = {}};
+  ChartSeries cpu{.name = "process CPU", .points = {}};
   for (const SampleLine& sample : run.samples) {
     cpu.points.emplace_back(sample.time - start, sample.host_cpu_ratio * 100);
     for (const DeviceSample& d : sample.devices) {

@@ -26,7 +26,7 @@ namespace {
 
 constexpr double kWidth = 640, kHeight = 280;
 constexpr double kLeft = 64, kRight = 150, kTop = 28, kBottom = 40;  // margins; the legend sits on the right
-const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"};
+const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
 std::string tick_text(double value) {
   if (value == 0) return "0";
@@ -63,6 +63,8 @@ std::string render_svg(const Chart& chart) {
                              kLeft, kHeight / 2);
   }
   if (x_max == x_min) x_max = x_min + 1;
+  // Every figure plotted here (times, rates, bytes, shares, losses) is read against zero.
+  if (y_min > 0) y_min = 0;
   if (y_max == y_min) y_max = y_min + 1;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_w; };
@@ -107,6 +109,11 @@ std::string render_svg(const Chart& chart) {
     } else {
       svg +=
           fmt::format("<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", path, color);
+      // Points as dots too, so that a series of one point (one epoch) shows.
+      for (size_t i = 0; top.size() <= 50 && i < top.size(); ++i) {
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>", px(top[i].first),
+                           py(top[i].second), color);
+      }
     }
   }
   for (size_t s = 0; s < chart.series.size(); ++s) {
