@@ -25,6 +25,12 @@ void Counter::add(double amount) {
   value_.fetch_add(amount, std::memory_order_relaxed);
 }
 
+void Counter::advance_to(double total) {
+  // One writer per counter (the sampler thread), so load-then-add does not race with another advance.
+  const double current = value();
+  if (total > current) add(total - current);
+}
+
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
   if (!std::is_sorted(bounds_.begin(), bounds_.end()) ||
       std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end()) {

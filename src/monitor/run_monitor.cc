@@ -15,6 +15,7 @@
 #include "nimbus/monitor/exporter.h"
 #include "nimbus/monitor/host_sampler.h"
 #include "nimbus/monitor/nvml_sampler.h"
+#include "nimbus/monitor/pipeline_metrics.h"
 #include "nimbus/monitor/system_metrics.h"
 #include "nimbus/monitor/trace.h"
 #include "nimbus/monitor/training_metrics.h"
@@ -85,6 +86,9 @@ struct RunMonitor::State {
   std::mutex log_mutex;  // guards metrics_jsonl (the training and sampler threads both write)
   std::ofstream metrics_jsonl;
 
+  std::mutex pipeline_mutex;  // guards pipeline_stats (set by the training thread, read by the sampler)
+  std::function<std::string()> pipeline_stats;
+
   StepProfiler* profiler = nullptr;
   int observer_id = -1;
   double unix_minus_steady = 0;  // Unix time of the profiler's origin
@@ -107,6 +111,10 @@ struct RunMonitor::State {
     const HostReading host_reading = host.sample();
     const std::vector<DeviceReading> devices = nvml.sample();
     system.publish(host_reading, devices);
+    {
+      std::lock_guard lock(pipeline_mutex);
+      if (pipeline_stats) publish_pipeline_stats(registry, pipeline_stats());
+    }
     training.update_memory();
     write_line(sample_line(unix_now(), host_reading, devices));
     std::lock_guard lock(log_mutex);
@@ -181,6 +189,11 @@ void RunMonitor::attach(StepProfiler& profiler) {
   s.observer_id = profiler.add_observer([&s](const StepRecord& step) { s.on_step(step); });
 }
 
+void RunMonitor::watch_pipeline(std::function<std::string()> stats) {
+  std::lock_guard lock(state_->pipeline_mutex);
+  state_->pipeline_stats = std::move(stats);
+}
+
 void RunMonitor::finish() {
   State& s = *state_;
   if (s.finished) return;
@@ -192,6 +205,10 @@ void RunMonitor::finish() {
   s.sampler_wake.notify_all();
   s.sampler.join();
   s.sample_once();
+  {
+    std::lock_guard lock(s.pipeline_mutex);
+    s.pipeline_stats = nullptr;  // the iterator may end with training
+  }
   if (s.profiler != nullptr) {
     s.profiler->remove_observer(s.observer_id);
     if (s.options.run_dir) write_chrome_trace(s.profiler->recent_steps(), *s.options.run_dir + "/trace.json");

@@ -61,10 +61,8 @@ SystemMetrics::SystemMetrics(MetricRegistry& registry) : registry_(registry), ho
 
 void SystemMetrics::publish(const HostReading& host, const std::vector<DeviceReading>& devices) {
   MetricRegistry& r = registry_;
-  // Counters only move forward: the reading is a running total since the process started.
-  Counter& cpu_seconds =
-      r.counter("nimbus_host_process_cpu_seconds_total", "CPU time of this process (user + system).");
-  cpu_seconds.add(std::max(0.0, host.process_cpu_seconds - cpu_seconds.value()));
+  r.counter("nimbus_host_process_cpu_seconds_total", "CPU time of this process (user + system).")
+      .advance_to(host.process_cpu_seconds);
   r.gauge("nimbus_host_process_cpu_ratio",
           "CPU seconds per second of this process over the last sample (1 = one core).")
       .set(host.process_cpu_ratio);
@@ -98,9 +96,8 @@ void SystemMetrics::publish(const HostReading& host, const std::vector<DeviceRea
           .set((device.memory_total_bytes - device.memory_used_bytes) / (1 << 20));
     }
     if (!std::isnan(device.energy_millijoules)) {
-      Counter& energy =
-          r.counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", labels);
-      energy.add(std::max(0.0, device.energy_millijoules - energy.value()));
+      r.counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", labels)
+          .advance_to(device.energy_millijoules);
     }
   }
 }

@@ -11,7 +11,9 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
+#include "nimbus/monitor/exporter.h"
 #include "nimbus/monitor/run_monitor.h"
+#include "nimbus/monitor/training_metrics.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
@@ -39,14 +41,14 @@ std::vector<std::string> rules(const Diagnosis& diagnosis) {
   return names;
 }
 
-// Runs `train` with a RunMonitor recording into a fresh run directory, then diagnoses it.
+// Runs `train(monitor)` with a RunMonitor recording into a fresh run directory, then diagnoses it.
 template <typename Train>
 Diagnosis record_and_diagnose(Problem& problem, const std::string& dir, Train train) {
   std::ostringstream log;
   {
     RunMonitor monitor({.run_dir = dir, .sample_interval = std::chrono::milliseconds(200)}, log);
     monitor.attach(problem.trainer.profiler());
-    train();
+    train(monitor);
     monitor.finish();
   }
   const Diagnosis diagnosis = diagnose(read_run_dir(dir));
@@ -66,10 +68,11 @@ TEST(Doctor, InputBoundRunIsDiagnosedInputBound) {
                                         },
                                         /*num_parallel_calls=*/1)
                                     .batch(kBatch, /*drop_remainder=*/true);
-  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&] {
+  data::Iterator iterator = dataset.iterator();
+  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&](RunMonitor& monitor) {
+    monitor.watch_pipeline([&iterator] { return iterator.stats_json(); });
     // The loop fit runs, with the data from a pipeline: the step profiler's spans around each part.
     StepProfiler& profiler = problem.trainer.profiler();
-    data::Iterator iterator = dataset.iterator();
     for (int64_t step = 0; step < 30; ++step) {
       profiler.begin_step(1, step);
       std::optional<data::Element> batch;
@@ -93,7 +96,7 @@ TEST(Doctor, InputBoundRunIsDiagnosedInputBound) {
 TEST(Doctor, HealthyRunHasNoFinding) {
   Problem problem;
   testing::TempDir dir("nimbus-doctor-healthy");
-  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&] {
+  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&](RunMonitor&) {
     problem.trainer.fit(problem.x, problem.y, {.epochs = 2, .batch_size = kBatch, .verbose = 0});
   });
   EXPECT_TRUE(diagnosis.findings.empty()) << format_diagnosis(diagnosis);
@@ -116,12 +119,29 @@ TEST(Doctor, LeakingCallbackIsDiagnosedAsMemoryGrowthOfItsKind) {
   Problem problem;
   testing::TempDir dir("nimbus-doctor-leak");
   auto leak = std::make_shared<KeepsTensors>();
-  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&] {
+  const Diagnosis diagnosis = record_and_diagnose(problem, dir.path(), [&](RunMonitor&) {
     problem.trainer.fit(problem.x, problem.y, {.epochs = 1, .batch_size = kBatch, .verbose = 0, .callbacks = {leak}});
   });
   ASSERT_EQ(rules(diagnosis), std::vector<std::string>{"memory_growth"}) << format_diagnosis(diagnosis);
   // The callback allocates outside any tagged scope.
   EXPECT_NE(diagnosis.findings[0].title.find("'untagged'"), std::string::npos) << diagnosis.findings[0].title;
+}
+
+// doctor --url: one scrape of a live exporter carries the totals the input_bound rule needs.
+TEST(Doctor, LiveExporterOfAnInputBoundRunIsDiagnosedInputBound) {
+  MetricRegistry registry;
+  TrainingMetrics training(registry, Device::cpu());
+  MetricsExporter exporter(registry, "127.0.0.1", 0);
+  StepRecord step;
+  step.end_ns = 50'000'000;
+  step.samples = 32;
+  step.spans[Span::kInputWait] = 0.030;  // 60% of each step
+  step.spans[Span::kCompute] = 0.018;
+  for (int i = 0; i < 10; ++i) training.on_step(step);
+  const Diagnosis diagnosis = diagnose(read_exporter(exporter.url()));
+  EXPECT_EQ(rules(diagnosis), std::vector<std::string>{"input_bound"}) << format_diagnosis(diagnosis);
+  ASSERT_FALSE(diagnosis.findings.empty());
+  EXPECT_NE(diagnosis.findings[0].evidence.find("60%"), std::string::npos) << diagnosis.findings[0].evidence;
 }
 
 TEST(Doctor, RunDirectoryWithoutMetricsIsAClearError) {

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
+#include "nimbus/monitor/pipeline_metrics.h"
 #include "nimbus/monitor/system_metrics.h"
 #include "nimbus/monitor/training_metrics.h"
 #include "tests/monitor/monitor_test_util.h"
@@ -131,6 +133,25 @@ TEST(TrainingMetrics, StepUpdatesCountersHistogramAndLoss) {
   EXPECT_NE(text.find("nimbus_step_seconds_bucket{le=\"0.05\"} 2\n"), std::string::npos) << text;
 }
 
+// An input pipeline's stage statistics become one series per stage.
+TEST(PipelineMetrics, StagesOfARealIteratorBecomeSeries) {
+  const data::Dataset dataset =
+      data::Dataset::range(100).map([](const data::Element& e) { return e; }, /*num_parallel_calls=*/2).batch(10);
+  data::Iterator iterator = dataset.iterator();
+  while (iterator.next()) {
+  }
+  MetricRegistry registry;
+  publish_pipeline_stats(registry, iterator.stats_json());
+  const std::string text = prometheus_text(registry);
+  EXPECT_NE(text.find("nimbus_pipeline_elements_total{stage=\"batch\",depth=\"0\"} 10\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("nimbus_pipeline_elements_total{stage=\"map\",depth=\"1\"} 100\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("nimbus_pipeline_parallelism{stage=\"map\",depth=\"1\"} 2\n"), std::string::npos) << text;
+  // A second reading moves the counters to the new totals, never back.
+  publish_pipeline_stats(registry, iterator.stats_json());
+  EXPECT_EQ(registry.value("nimbus_pipeline_elements_total", {{"stage", "map"}, {"depth", "1"}}), 100);
+  EXPECT_THROW(publish_pipeline_stats(registry, "{\"nodes\":[{\"name\":1}]}"), DataError);
+}
+
 // promtool (Prometheus's own checker) accepts the nimbus_ series: format and naming lint.
 TEST(PrometheusText, PromtoolAcceptsTheNimbusSeries) {
   if (std::system("command -v promtool > /dev/null") != 0) {
@@ -145,6 +166,10 @@ TEST(PrometheusText, PromtoolAcceptsTheNimbusSeries) {
   step.end_ns = 1'000'000;
   step.samples = 8;
   training.on_step(step);
+  data::Iterator iterator = data::Dataset::range(10).batch(5).iterator();
+  while (iterator.next()) {
+  }
+  publish_pipeline_stats(registry, iterator.stats_json());
   testing::TempDir dir("nimbus-promtool");
   const std::string path = dir.path() + "/metrics.txt";
   std::ofstream(path) << prometheus_text(registry);

@@ -41,6 +41,9 @@ class Counter {
  public:
   // Adds `amount` (>= 0; a negative amount is a broken invariant).
   void add(double amount = 1);
+  // Mirrors a running total kept elsewhere (CPU seconds, elements produced): moves the counter up
+  // to `total`, never down.
+  void advance_to(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

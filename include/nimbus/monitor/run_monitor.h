@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,9 @@ class RunMonitor {
 
   // Starts recording `profiler`'s steps (one profiler at a time; it must outlive the monitor or finish()).
   void attach(StepProfiler& profiler);
+  // Publishes an input pipeline's stage statistics (a data::Iterator's stats_json, read by
+  // `stats`) with every sample, as nimbus_pipeline_* metrics (pipeline_metrics.h).
+  void watch_pipeline(std::function<std::string()> stats);
   // Stops sampling (after one last sample), writes trace.json, lingers, stops serving. Idempotent.
   void finish();
 
