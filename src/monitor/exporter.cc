@@ -83,7 +83,10 @@ std::string http_get(const std::string& url) {
   client.set_connection_timeout(std::chrono::seconds(2));
   client.set_read_timeout(std::chrono::seconds(5));
   const httplib::Result result = client.Get(path);
-  if (!result) throw Unavailable(fmt::format("{}: {}", url, httplib::to_string(result.error())));
+  if (!result) {
+    throw Unavailable(fmt::format("{}: cannot fetch it ({} error)", url, httplib::to_string(result.error())),
+                      "is a run serving there (nimbus train --metrics-port), and still running or lingering?");
+  }
   if (result->status != 200) throw Unavailable(fmt::format("{}: HTTP status {}", url, result->status));
   return result->body;
 }

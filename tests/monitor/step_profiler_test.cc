@@ -55,8 +55,9 @@ TEST(StepProfiler, NestedSpansCountExclusively) {
   const StepRecord step = profiler.recent_steps().back();
   EXPECT_GE(step.spans[Span::kCheckpoint], 0.008);
   EXPECT_GE(step.spans[Span::kCallbacks], 0.002);
-  EXPECT_LT(step.spans[Span::kCallbacks], 0.008) << "the checkpoint's time was counted twice";
-  EXPECT_LE(step.spans.sum(), step.seconds());
+  // Counted twice, the checkpoint's 8 ms would push the spans' sum past the step's wall time (whatever
+  // the machine's load does to the busy loops' durations).
+  EXPECT_LE(step.spans.sum(), step.seconds()) << "the checkpoint's time was counted twice";
 }
 
 TEST(StepProfiler, SpanOutsideAStepCountsForNothing) {
