@@ -1,6 +1,7 @@
 // Shared pieces of the pipeline: the thread pool, iterator timing, stats
 // registry, seeds and tensor slicing/stacking.
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include <cstdlib>
@@ -99,6 +100,8 @@ int pipeline_cores() {
 // ---- thread pool ----
 
 void ThreadPool::work() {
+  // Named so that the monitor's per-thread CPU figures show the pipeline's workers apart.
+  pthread_setname_np(pthread_self(), "nimbus-data");
   for (;;) {
     std::function<void()> task;
     {

@@ -4,6 +4,7 @@
 // finish. With kAutotune the number of calls in flight follows the measured
 // time per call and the consumer's demand (see tune()).
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <cmath>
 
@@ -126,6 +127,7 @@ class ParallelMapIterator : public IteratorImpl {
   static double ema(double old, double sample) { return old <= 0 ? sample : old + kEmaWeight * (sample - old); }
 
   void run() {
+    pthread_setname_np(pthread_self(), "nimbus-map");  // for the monitor's per-thread CPU
     for (;;) {
       {
         std::unique_lock lock(shared_->mutex);

@@ -2,6 +2,7 @@
 // With kAutotune the buffer grows while the consumer finds it empty, within a
 // memory budget; stats() says what it chose and why.
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <variant>
 
@@ -69,6 +70,7 @@ class PrefetchIterator : public IteratorImpl {
 
  private:
   void produce() {
+    pthread_setname_np(pthread_self(), "nimbus-prefetch");  // for the monitor's per-thread CPU
     for (;;) {
       {
         std::unique_lock lock(mutex_);

@@ -30,11 +30,12 @@ void check_name(const std::string& name) {
 // of this job left a checkpoint there.
 Json train_command(const Plan& plan, const ManifestOptions& options) {
   std::string command = fmt::format(
-      "run={}/{}; resume=; [ -f \"$run/summary.json\" ] || [ -d \"$run/checkpoints\" ] && resume=\"--resume $run\"; "
+      "run={}/{}; resume=; ls \"$run\"/checkpoints/*.safetensors >/dev/null 2>&1 && resume=\"--resume $run\"; "
       "exec nimbus train {}/config.yaml --run-dir \"$run\" $resume --metrics-port {} --metrics-address 0.0.0.0 "
-      "--set fit.gradient_accumulation={} --set runtime.precision={}",
-      kRunsMount, options.name, kConfigMount, options.metrics_port, plan.gradient_accumulation,
-      precision_name(plan.precision));
+      "--set fit.gradient_accumulation={}",
+      kRunsMount, options.name, kConfigMount, options.metrics_port, plan.gradient_accumulation);
+  // runtime.precision comes with mixed precision (docs/planning.md); float32 plans run without it.
+  if (plan.precision != Precision::kFloat32) command += " --set runtime.precision=" + precision_name(plan.precision);
   for (const std::string& set : options.set_overrides) command += " --set " + set;
   return Json::array({"/bin/sh", "-c", command});
 }

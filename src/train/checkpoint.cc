@@ -92,6 +92,7 @@ FitOptions Trainer::resumed(FitOptions options, const TrainingPosition& position
 
 void Trainer::save_checkpoint(const std::string& path) const {
   if (!model_.built()) throw InvalidArgument("save_checkpoint: the model is not built yet");
+  auto span = profiler_->span(monitor::Span::kCheckpoint);
   options_.optimizer->build(model_.trainable_weights());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const Variable& v : model_.weights()) tensors.emplace_back("model/" + v.name(), v.value());

@@ -545,12 +545,27 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
       .tensorboard_update_freq =
           tensorboard.at("update_freq").is_number() ? tensorboard.at("update_freq").get<int64_t>() : 0};
   fit.callbacks = run.callbacks(settings, resumed);
+
+  // The monitor records samples and the timeline in the run directory (and serves /metrics when
+  // asked); the run directory's step lines carry the profiler's spans of the step being logged.
+  monitor::RunMonitorOptions monitoring = options.monitoring ? *options.monitoring : monitor::RunMonitorOptions{};
+  monitoring.run_dir = run.path();
+  monitoring.step_lines = false;
+  monitor::RunMonitor monitor(monitoring, std::cerr);
+  monitor.attach(trainer.profiler());
+  run.metrics().add_step_fields([device = monitoring.device](Trainer& trainer, nlohmann::ordered_json& line) {
+    const Json fields = monitor::step_line_fields(trainer.profiler().current_step(), device);
+    for (const auto& [name, value] : fields.items()) line[name] = value;
+  });
   const History history =
       fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, run.path() + "/oom_checkpoint.safetensors");
-  return run.finish(history, trainer,
-                    {{"micro_batch", memory.micro_batch()},
-                     {"gradient_accumulation", memory.gradient_accumulation},
-                     {"memory", memory.to_json()}});
+  Json extra = {{"micro_batch", memory.micro_batch()},
+                {"gradient_accumulation", memory.gradient_accumulation},
+                {"memory", memory.to_json()}};
+  extra.update(monitor::summary_fields(trainer.profiler().totals()));
+  Json summary = run.finish(history, trainer, extra);
+  monitor.finish();
+  return summary;
 }
 
 }  // namespace nimbus::train

@@ -1,8 +1,10 @@
 #include "nimbus/train/run_directory.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -62,7 +64,15 @@ std::string default_run_dir() {
   localtime_r(&now, &local);
   std::array<char, 32> text{};
   std::strftime(text.data(), text.size(), "%Y-%m-%dT%H-%M-%S", &local);
-  return std::string("runs/") + text.data();
+  // Claim a folder of our own: runs started in the same second (tests, a job array) get -2, -3, ...
+  std::filesystem::create_directories("runs");
+  const std::string base = std::string("runs/") + text.data();
+  for (int suffix = 1;; ++suffix) {
+    const std::string path = suffix == 1 ? base : fmt::format("{}-{}", base, suffix);
+    if (::mkdir(path.c_str(), 0777) == 0) return path;
+    if (errno != EEXIST)
+      throw NotFound(fmt::format("{}: cannot create the run directory: {}", path, std::strerror(errno)));
+  }
 }
 
 RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {

@@ -164,7 +164,10 @@ struct Trainer::Steps {
 };
 
 Trainer::Trainer(nn::Model model, CompileOptions options)
-    : model_(std::move(model)), options_(std::move(options)), steps_(std::make_unique<Steps>()) {
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      steps_(std::make_unique<Steps>()),
+      profiler_(std::make_unique<monitor::StepProfiler>()) {
   if (!options_.optimizer) throw InvalidArgument("compile: no optimizer", "pass .optimizer = train::Adam() or another");
   if (!options_.loss.defined()) {
     throw InvalidArgument("compile: no loss", "pass .loss = train::SparseCategoricalCrossentropy() or another");
@@ -184,7 +187,8 @@ Trainer::Trainer(Trainer&& other) noexcept
       metrics_(std::move(other.metrics_)),
       loss_mean_(std::move(other.loss_mean_)),
       steps_(std::make_unique<Steps>()),
-      position_(other.position_) {
+      position_(other.position_),
+      profiler_(std::move(other.profiler_)) {
   steps_->train_traces_before = other.train_step_traces();
 }
 
@@ -269,7 +273,10 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
         loss_total = loss_total.defined() ? loss_total + weighted : weighted;
         add_into(statistics, metric_statistics(metrics_, yk, pred, steps_->statistic_counts));
       }
-      options_.optimizer->apply_gradients(gradients, vars);
+      {
+        auto span = profiler_->span(monitor::Span::kOptimizerUpdate);
+        options_.optimizer->apply_gradients(gradients, vars);
+      }
       std::vector<Tensor> outputs = {loss_total};
       outputs.insert(outputs.end(), statistics.begin(), statistics.end());
       return outputs;
@@ -415,9 +422,20 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       const auto end = order.begin() + std::min(samples, (step + 1) * options.batch_size);
       const std::vector<int64_t> indices(begin, end);
       const auto batch_size = static_cast<int64_t>(indices.size());
-      accumulate_step(
-          run_train_step(gather_rows(x, indices), gather_rows(y, indices), accumulation, options.graph, options.jit),
-          batch_size);
+      profiler_->begin_step(epoch, step);
+      Tensor x_batch, y_batch;
+      {
+        auto span = profiler_->span(monitor::Span::kInputWait);
+        x_batch = gather_rows(x, indices);
+        y_batch = gather_rows(y, indices);
+      }
+      double step_loss = 0;
+      {
+        auto span = profiler_->span(monitor::Span::kCompute);
+        const std::vector<Tensor> outputs = run_train_step(x_batch, y_batch, accumulation, options.graph, options.jit);
+        accumulate_step(outputs, batch_size);
+        step_loss = outputs[0].item<double>();
+      }
       last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
       position_.steps_in_epoch = step + 1;
       ++position_.global_step;
@@ -430,9 +448,11 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       if (total_steps == warmup) measured_start = Clock::now();
       if (total_steps > warmup) measured_samples += batch_size;
       if (!callbacks.empty()) {
+        auto span = profiler_->span(monitor::Span::kCallbacks);
         const Logs logs = current_logs("");
         for (auto& callback : callbacks) callback->on_train_batch_end(*this, step, logs);
       }
+      profiler_->end_step(batch_size, step_loss);
     }
     if (interrupt_training) {
       history.interrupted = true;

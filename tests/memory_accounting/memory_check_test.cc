@@ -107,7 +107,7 @@ TEST_F(MemoryCheck, AFixedBatchThatDoesNotFitIsRefusedWithTheNumbersAndTheAccumu
       config({fmt::format("fit.batch_size={}", kSamples), "runtime.memory.limit=" + limit_leaving(budget.between())});
   std::ostringstream out;
   try {
-    train::run_config(limited, out);
+    train::run_config(limited, out, {.run_dir = (dir_ / "refused").string()});
     FAIL() << "the oversize batch was not refused";
   } catch (const OutOfMemory& e) {
     const std::string message = e.message(), hint = e.hint();
@@ -122,7 +122,7 @@ TEST_F(MemoryCheck, AutoAccumulationKeepsTheBatchAndTakesTheFewestStepsThatFit) 
   const nlohmann::json limited = config({fmt::format("fit.batch_size={}", kSamples), "fit.gradient_accumulation=auto",
                                          "fit.verbose=2", "runtime.memory.limit=" + limit_leaving(budget.between())});
   std::ostringstream out;
-  const nlohmann::json summary = train::run_config(limited, out);
+  const nlohmann::json summary = train::run_config(limited, out, {.run_dir = (dir_ / "auto").string()});
   const int64_t steps = summary.at("gradient_accumulation").get<int64_t>();
   const int64_t micro_batch = summary.at("micro_batch").get<int64_t>();
   EXPECT_GT(steps, 1) << out.str();
@@ -145,7 +145,7 @@ TEST_F(MemoryCheck, AutoBatchSizeTakesTheLargestPowerOfTwoThatFits) {
   std::ostringstream out;
   nlohmann::json summary;
   try {
-    summary = train::run_config(limited, out);
+    summary = train::run_config(limited, out, {.run_dir = (dir_ / "batch").string()});
   } catch (const Error& e) {
     FAIL() << e.what() << "\n" << out.str();
   }

@@ -24,7 +24,11 @@ TEST_P(FunctionalExamples, TrainAndTheLossFalls) {
     GTEST_SKIP() << images << " is missing (scripts/install-deps installs the dataset-fashion-mnist package)";
   config["data"].erase("validation");  // 10,000 validation images would dominate a 30-step test
   std::ostringstream out;
-  const nlohmann::json summary = train::run_config(config, out);
+  const std::filesystem::path run_dir =
+      std::filesystem::temp_directory_path() / ("nimbus_example_" + std::string(GetParam()));
+  std::filesystem::remove_all(run_dir);
+  const nlohmann::json summary = train::run_config(config, out, {.run_dir = run_dir.string()});
+  std::filesystem::remove_all(run_dir);
   ASSERT_EQ(summary["epochs"].size(), 2u) << out.str();
   const double first = summary["epochs"][0]["loss"].get<double>(), second = summary["epochs"][1]["loss"].get<double>();
   EXPECT_LT(first, 2.4) << "a fresh 10-class model starts near ln 10 = 2.30";

@@ -52,7 +52,12 @@ TEST(RunDirectory, HoldsMetricsSummaryCheckpointsAndEventFiles) {
       EXPECT_EQ(line["samples"], 16) << line;
       EXPECT_GT(line["step_seconds"].get<double>(), 0) << line;
       EXPECT_TRUE(line.contains("loss") && line.contains("accuracy")) << line;
+      // The step profiler's spans and the memory by tag (monitor/run_monitor.h).
+      EXPECT_GE(line["spans"]["compute"].get<double>(), 0) << line;
+      EXPECT_TRUE(line["memory"].is_object()) << line;
       ++expected_step;
+    } else if (line["type"] == "sample") {
+      EXPECT_TRUE(line["host"]["resident_bytes"].is_number()) << line;  // the monitor's sampler readings
     } else {
       ASSERT_EQ(line["type"], "epoch") << line;
       EXPECT_EQ(line["epoch"], ++epochs_seen);

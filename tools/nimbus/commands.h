@@ -10,10 +10,13 @@ namespace nimbus::cli {
 // Runs a parsed subcommand; returns the process's exit status.
 using Command = std::function<int()>;
 
+Command add_dmon_command(CLI::App& app);
+Command add_doctor_command(CLI::App& app);
 Command add_evaluate_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
 Command add_ops_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
 Command add_train_command(CLI::App& app, const int& threads);
 Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);

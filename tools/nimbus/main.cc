@@ -17,16 +17,21 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   // One line per subcommand; each one's options and code live in tools/nimbus/<name>_command.cc.
+  // clang-format off
   const std::map<std::string, nimbus::cli::Command> commands = {
+      {"dmon", nimbus::cli::add_dmon_command(app)},
+      {"doctor", nimbus::cli::add_doctor_command(app)},
       {"evaluate", nimbus::cli::add_evaluate_command(app)},
       {"info", nimbus::cli::add_info_command(app)},
       {"ops", nimbus::cli::add_ops_command(app)},
       {"predict", nimbus::cli::add_predict_command(app)},
+      {"report", nimbus::cli::add_report_command(app)},
       {"train", nimbus::cli::add_train_command(app, threads)},
       {"bench", nimbus::cli::add_bench_command(app)},
       {"plan", nimbus::cli::add_plan_command(app)},
       {"k8s", nimbus::cli::add_k8s_command(app)},
   };
+  // clang-format on
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "nimbus/monitor/run_monitor.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/train/config.h"
 #include "nimbus/train/preemption.h"
@@ -29,17 +30,27 @@ Command add_train_command(CLI::App& app, const int& threads) {
   train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)");
   train->add_option("--resume", arguments->resume_dir,
                     "continue the run in this run directory from its newest intact checkpoint");
-  return [arguments, &threads] {
+  auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
+  auto* metrics_port = train->add_option("--metrics-port", monitoring->metrics_port,
+                                         "serve Prometheus metrics on this port at /metrics (off unless given)");
+  metrics_port->check(CLI::Range(0, 65535));
+  train->add_option("--metrics-address", monitoring->metrics_address, "the address /metrics listens on")
+      ->capture_default_str();
+  train
+      ->add_option("--metrics-linger", monitoring->metrics_linger_seconds,
+                   "seconds to keep serving /metrics after training, for a last scrape")
+      ->check(CLI::NonNegativeNumber);
+  return [arguments, monitoring, &threads] {
     // --threads on the command line wins over runtime.threads in the file.
     if (threads > 0) arguments->overrides.push_back("runtime.threads=" + std::to_string(threads));
-    train::RunOptions options{.run_dir = arguments->run_dir};
+    train::RunOptions options{.run_dir = arguments->run_dir, .monitoring = monitoring.get()};
     if (!arguments->resume_dir.empty()) {
       if (!arguments->run_dir.empty() && arguments->run_dir != arguments->resume_dir) {
         throw InvalidArgument(fmt::format("--run-dir {} and --resume {} name different folders", arguments->run_dir,
                                           arguments->resume_dir),
                               "a resumed run writes to the folder it resumes");
       }
-      options = {.run_dir = arguments->resume_dir, .resume = true};
+      options = {.run_dir = arguments->resume_dir, .resume = true, .monitoring = monitoring.get()};
       if (arguments->config_path.empty()) arguments->config_path = options.run_dir + "/config.json";
     }
     if (options.run_dir.empty()) options.run_dir = train::default_run_dir();

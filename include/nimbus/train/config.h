@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimbus/monitor/run_monitor.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/trainer.h"
 
@@ -48,12 +49,14 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
 nlohmann::json parse_config(const std::string& yaml_text, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 
-
 struct RunOptions {
   // The run directory (run_directory.h); empty: default_run_dir(), runs/<date-time>.
   std::string run_dir;
   // Continue from the run directory's newest intact checkpoint (`nimbus train --resume`).
   bool resume = false;
+  // The run's monitor::RunMonitor settings (metrics exporter); null: defaults, no exporter. The
+  // monitor always records in the run directory (sample lines, step spans, trace.json).
+  const monitor::RunMonitorOptions* monitoring = nullptr;
 };
 
 // Trains as the config says, printing Keras's progress to `out`, writing the run directory
@@ -62,7 +65,8 @@ struct RunOptions {
 // (RunDirectory::finish): samples_per_sec (after the first 20 steps), samples_total, steps,
 // wall_seconds, peak_memory_bytes, peak_rss_bytes, final (the last epoch's validation metrics,
 // e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
-// elapsed_seconds) and interrupted.
+// elapsed_seconds), interrupted, micro_batch, gradient_accumulation and memory (the pre-run
+// check), input_wait_seconds_total and step_span_seconds (the step profiler's totals per span).
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});
 
 // The pieces run_config is made of, for `nimbus evaluate` and `nimbus predict`.

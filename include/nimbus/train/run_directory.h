@@ -33,7 +33,8 @@
 
 namespace nimbus::train {
 
-// runs/<local date-time>, e.g. runs/2026-11-30T15-40-02.
+// A fresh folder runs/<local date-time>, e.g. runs/2026-11-30T15-40-02, created here; a run started
+// in the same second gets runs/2026-11-30T15-40-02-2 (and -3, ...).
 std::string default_run_dir();
 
 class MetricsLogger;

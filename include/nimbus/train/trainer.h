@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimbus/monitor/step_profiler.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/losses.h"
 #include "nimbus/train/metrics.h"
@@ -191,6 +192,9 @@ class Trainer {
   // Hands the traced steps' arenas back to the allocator; fit does so between training and evaluation.
   void release_step_memory();
 
+  // Where fit's steps go: every step records its spans here (monitor/step_profiler.h).
+  monitor::StepProfiler& profiler() { return *profiler_; }
+
   bool stop_training = false;
   // Set during an epoch (SIGTERM): fit returns after the current step and leaves the epoch
   // unfinished (no validation, no on_epoch_end), so a checkpoint of position() resumes it.
@@ -221,6 +225,7 @@ class Trainer {
   std::shared_ptr<Metric> loss_mean_;
   std::unique_ptr<Steps> steps_;
   TrainingPosition position_;
+  std::unique_ptr<monitor::StepProfiler> profiler_;
 };
 
 inline Trainer compile(nn::Model model, CompileOptions options) {

@@ -1,0 +1,130 @@
+#include "nimbus/monitor/svg_chart.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace nimbus::monitor {
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+constexpr double kWidth = 640, kHeight = 280;
+constexpr double kLeft = 64, kRight = 150, kTop = 28, kBottom = 40;  // margins; the legend sits on the right
+const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+std::string tick_text(double value) {
+  if (value == 0) return "0";
+  if (std::abs(value) >= 1e6 || std::abs(value) < 1e-3) return fmt::format("{:.1e}", value);
+  return fmt::format("{:.4g}", value);
+}
+
+}  // namespace
+
+std::string render_svg(const Chart& chart) {
+  // The stacked tops of each series (equal to the series itself when not stacked).
+  std::vector<std::vector<std::pair<double, double>>> tops;
+  double x_min = std::numeric_limits<double>::max(), x_max = std::numeric_limits<double>::lowest();
+  double y_min = chart.stacked ? 0 : std::numeric_limits<double>::max(), y_max = std::numeric_limits<double>::lowest();
+  for (size_t s = 0; s < chart.series.size(); ++s) {
+    std::vector<std::pair<double, double>> top = chart.series[s].points;
+    for (size_t i = 0; chart.stacked && s > 0 && i < top.size() && i < tops[s - 1].size(); ++i) {
+      top[i].second += tops[s - 1][i].second;
+    }
+    for (const auto& [x, y] : top) {
+      x_min = std::min(x_min, x);
+      x_max = std::max(x_max, x);
+      y_min = std::min(y_min, y);
+      y_max = std::max(y_max, y);
+    }
+    tops.push_back(std::move(top));
+  }
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">"
+      "<title>{}</title><text x=\"{}\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>",
+      kWidth, kHeight, kWidth, kHeight, html_escape(chart.title), kLeft, html_escape(chart.title));
+  if (x_min > x_max) {
+    return svg + fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" fill=\"#666\">no data recorded</text></svg>",
+                             kLeft, kHeight / 2);
+  }
+  if (x_max == x_min) x_max = x_min + 1;
+  // Every figure plotted here (times, rates, bytes, shares, losses) is read against zero.
+  if (y_min > 0) y_min = 0;
+  if (y_max == y_min) y_max = y_min + 1;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_w; };
+  auto py = [&](double y) { return kTop + plot_h - (y - y_min) / (y_max - y_min) * plot_h; };
+
+  // Axes, five ticks each, labels.
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>", kLeft, kTop,
+                     plot_w, plot_h);
+  for (int t = 0; t <= 4; ++t) {
+    const double fx = x_min + (x_max - x_min) * t / 4, fy = y_min + (y_max - y_min) * t / 4;
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{}</text>", px(fx),
+                       kTop + plot_h + 14, tick_text(fx));
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">{}</text>", kLeft - 4,
+                       py(fy) + 3, tick_text(fy));
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+                     kLeft + plot_w / 2, kHeight - 6, html_escape(chart.x_label));
+  svg += fmt::format(
+      "<text x=\"12\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 "
+      "{:.1f})\">{}</text>",
+      kTop + plot_h / 2, kTop + plot_h / 2, html_escape(chart.y_label));
+
+  // Stacked areas are drawn top series first so that lower ones stay visible over them.
+  for (size_t n = 0; n < tops.size(); ++n) {
+    const size_t s = chart.stacked ? tops.size() - 1 - n : n;
+    const char* color = kColors[s % std::size(kColors)];
+    const auto& top = tops[s];
+    if (top.empty()) continue;
+    std::string path;
+    for (size_t i = 0; i < top.size(); ++i) {
+      path += fmt::format("{}{:.1f},{:.1f} ", i == 0 ? "M" : "L", px(top[i].first), py(top[i].second));
+    }
+    if (chart.stacked) {
+      // Close the area down to the series below (or the axis).
+      for (size_t i = top.size(); i-- > 0;) {
+        const double below = s > 0 && i < tops[s - 1].size() ? tops[s - 1][i].second : 0;
+        path += fmt::format("L{:.1f},{:.1f} ", px(top[i].first), py(below));
+      }
+      path += "Z";
+      svg += fmt::format("<path class=\"series\" d=\"{}\" fill=\"{}\" fill-opacity=\"0.8\" stroke=\"{}\"/>", path,
+                         color, color);
+    } else {
+      svg +=
+          fmt::format("<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", path, color);
+      // Points as dots too, so that a series of one point (one epoch) shows.
+      for (size_t i = 0; top.size() <= 50 && i < top.size(); ++i) {
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>", px(top[i].first),
+                           py(top[i].second), color);
+      }
+    }
+  }
+  for (size_t s = 0; s < chart.series.size(); ++s) {
+    const double y = kTop + 12 + 16 * double(s);
+    svg += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>",
+        kWidth - kRight + 10, y - 9, kColors[s % std::size(kColors)], kWidth - kRight + 24, y,
+        html_escape(chart.series[s].name));
+  }
+  return svg + "</svg>";
+}
+
+}  // namespace nimbus::monitor
