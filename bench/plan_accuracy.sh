@@ -22,7 +22,7 @@ for model in mlp cnn; do
     predicted=$("$nimbus" --threads 2 plan "$config" --local --profile "$profile" --gpus cpu --clouds local \
       --batch "$batch" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["plans"][0]["step_seconds"])')
     "$nimbus" --threads 2 train "$config" --set fit.batch_size="$batch" --set fit.epochs=1 \
-      --set fit.steps_per_epoch="$steps" --set fit.verbose=0 --summary "$summary" >/dev/null
+      --set fit.steps_per_epoch="$steps" --set fit.verbose=0 --summary "$summary" >/dev/null 2>&1
     python3 - "$model" "$batch" "$predicted" "$summary" <<'PY'
 import json, sys
 model, batch, predicted, summary = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
