@@ -4,7 +4,7 @@ namespace nimbus::plan {
 
 DeviceModel device_model(const GpuSpec& gpu) {
   const double matmul_efficiency = gpu.matmul_efficiency.value_or(kDefaultMatmulEfficiency);
-  DeviceModel model{.name = gpu.short_name.empty() ? gpu.name : gpu.short_name, .is_gpu = true};
+  DeviceModel model{.name = gpu.short_name.empty() ? gpu.name : gpu.short_name};
   model.memory_bytes = gpu.memory_gb * 1e9;
   model.bandwidth = gpu.memory_bandwidth_gbps * 1e9 * kDefaultBandwidthEfficiency;
   // float32 matmuls run on the CUDA cores: Nimbus does not switch them to TF32 behind the user's back.
@@ -17,7 +17,7 @@ DeviceModel device_model(const GpuSpec& gpu) {
 }
 
 DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes) {
-  DeviceModel model{.name = cpu.name, .is_gpu = false};
+  DeviceModel model{.name = cpu.name};
   model.memory_bytes = ram_bytes;
   model.bandwidth = cpu.memory_bandwidth_gbps_per_core * 1e9 * cores * kDefaultBandwidthEfficiency;
   const double peak = cpu.fp32_gflops_per_core * 1e9 * cores;
@@ -29,7 +29,7 @@ DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes) {
 }
 
 DeviceModel device_model(const CalibrationProfile& profile) {
-  DeviceModel model{.name = profile.device, .is_gpu = profile.device != "cpu"};
+  DeviceModel model{.name = profile.device};
   model.memory_bytes = profile.memory_bytes;
   model.bandwidth = profile.bandwidth;
   model.matrix_flops[Precision::kFloat32] = profile.matmul_flops;

@@ -23,7 +23,6 @@ inline constexpr double kGpuLaunchSeconds = 5e-6;
 
 struct DeviceModel {
   std::string name;  // a catalog name ("T4") or "cpu"
-  bool is_gpu = false;
   double memory_bytes = 0;
   double bandwidth = 0;                        // achieved bytes/s
   std::map<Precision, double> matrix_flops{};  // achieved FLOP/s of matmuls, per precision it supports
