@@ -10,16 +10,12 @@
 #include <fstream>
 
 #include "nimbus/base/error.h"
+#include "tests/plan/shipped_catalog.h"
 
 namespace nimbus::plan {
 namespace {
 
 using ::testing::HasSubstr;
-
-const Catalog& shipped() {
-  static const Catalog catalog = load_catalog(default_catalog_files());
-  return catalog;
-}
 
 std::string write_temp(const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();

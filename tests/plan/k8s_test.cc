@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "nimbus/base/error.h"
+#include "tests/plan/shipped_catalog.h"
 #include "tests/support/run_command.h"
 
 namespace nimbus::plan {
@@ -19,11 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
-
-const Catalog& shipped() {
-  static const Catalog catalog = load_catalog(default_catalog_files());
-  return catalog;
-}
 
 Plan plan_on(const std::string& instance, int max_nodes = 1) {
   const Workload work = Workload::from_totals({.parameters = 3e8, .flops_per_sample = 2e12});

@@ -8,16 +8,12 @@
 #include <algorithm>
 
 #include "nimbus/base/error.h"
+#include "tests/plan/shipped_catalog.h"
 
 namespace nimbus::plan {
 namespace {
 
 using ::testing::HasSubstr;
-
-const Catalog& shipped() {
-  static const Catalog catalog = load_catalog(default_catalog_files());
-  return catalog;
-}
 
 // The best plan on a device, or nullptr.
 const Plan* best_on(const PlanResult& result, const std::string& device) {
