@@ -9,15 +9,23 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <vector>
 
 #include "nimbus/base/error.h"
+#include "nimbus/data/idx.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/nn.h"
+#include "nimbus/ops/op_profile.h"
+#include "nimbus/plan/config_workload.h"
+#include "nimbus/train/config.h"
+#include "nimbus/train/memory_check.h"
 
 namespace nimbus::plan {
 namespace {
@@ -81,7 +89,7 @@ double convolution_seconds(int64_t batch, int64_t size, int64_t channels) {
       chain, {random_normal({batch, size, size, channels}, 0, 1), random_normal({3, 3, channels, channels}, 0, scale)});
 }
 
-// Additions chained through their output, unfused: each reads two tensors and writes one.
+// Additions chained through their output, unfused: each reads two tensors and writes one (12 bytes per element).
 double add_seconds(int64_t elements) {
   Function chain(
       [](const std::vector<Tensor>& in) {
@@ -91,6 +99,156 @@ double add_seconds(int64_t elements) {
       },
       chain_options("calibrate_add", false));
   return seconds_per_kernel(chain, {random_normal({elements}, 0, 1), random_normal({elements}, 0, 1)});
+}
+
+// Two sizes of a kernel that grows with its work: the per-kernel cost that does not (dispatch, waking the
+// compute threads) and the rate of the rest. Noise that makes the larger kernel no slower leaves a fixed cost.
+OpRate fit_two_sizes(double small_work, double small_seconds, double large_work, double large_seconds) {
+  if (large_seconds <= small_seconds) return {.flops_per_second = 1e18, .overhead_seconds = large_seconds};
+  const double rate = (large_work - small_work) / (large_seconds - small_seconds);
+  return {.flops_per_second = rate, .overhead_seconds = std::max(0.0, small_seconds - small_work / rate)};
+}
+
+// Instructions per second of a large fused elementwise kernel: kChain multiplications and additions over
+// 1 Mi and 4 Mi elements, in one kernel.
+double fused_instructions_per_second() {
+  Function chain(
+      [](const std::vector<Tensor>& in) {
+        Tensor y = in[0];
+        for (int i = 0; i < kChain / 2; ++i) y = y * in[1] + in[0];
+        return std::vector<Tensor>{y};
+      },
+      chain_options("calibrate_fused", true));
+  const auto seconds = [&](int64_t elements) {
+    // seconds_per_kernel divides the one fused kernel's time by kChain, its instructions.
+    return seconds_per_kernel(chain, {random_normal({elements}, 0, 1), random_normal({elements}, 0, 1)});
+  };
+  const int64_t small = int64_t{1} << 20;
+  return fit_two_sizes(small, seconds(small), 4.0 * small, seconds(4 * small)).flops_per_second;
+}
+
+// The probe: a small CNN (convolutions, pooling, dense layers, Adam) trained on random images by
+// `nimbus train`'s own code (train::run_config) at two batch sizes, every kernel timed. At each batch
+// two runs of different lengths are subtracted, so loading and tracing cancel and what remains is
+// training steps. Each vector op's seconds per kernel at the two batches, against its cost, give its
+// fixed cost and rate as training runs it; the step time beyond all kernels is the trainer's own work.
+constexpr int64_t kProbeSmallBatch = 32;
+constexpr int64_t kProbeLargeBatch = 256;
+constexpr int kProbeShortSteps = 25;
+constexpr int kProbeLongSteps = 75;
+
+nlohmann::json probe_config(const std::filesystem::path& dir, int64_t batch, int steps) {
+  const nlohmann::json config = {
+      {"model",
+       {{"name", "calibration_probe"},
+        {"input_shape", {16, 16, 1}},
+        {"layers",
+         {{{"Conv2D", {{"filters", 16}, {"kernel_size", {3, 3}}, {"padding", "same"}, {"activation", "relu"}}}},
+          {{"MaxPooling2D", {{"pool_size", {2, 2}}}}},
+          {{"Conv2D", {{"filters", 32}, {"kernel_size", {3, 3}}, {"padding", "same"}, {"activation", "relu"}}}},
+          {{"MaxPooling2D", {{"pool_size", {2, 2}}}}},
+          {{"Flatten", nlohmann::json::object()}},
+          {{"Dense", {{"units", 512}, {"activation", "relu"}}}},
+          {{"Dense", {{"units", 10}}}}}}}},
+      {"compile",
+       {{"optimizer", "adam"},
+        {"loss", {{"name", "sparse_categorical_crossentropy"}, {"from_logits", true}}},
+        {"metrics", {"accuracy"}}}},
+      {"data", {{"train", {{"images", (dir / "images.idx").string()}, {"labels", (dir / "labels.idx").string()}}}}},
+      {"fit", {{"epochs", 1}, {"batch_size", batch}, {"steps_per_epoch", steps}, {"verbose", 0}}},
+      {"runtime", {{"threads", compute_threads()}, {"seed", 1}}}};
+  // JSON is YAML: parsing fills in every default, as for a config file.
+  return train::parse_config(config.dump(), "nimbus bench's probe model");
+}
+
+// One op's kernels in a training step: how many, their seconds and their work (graph/cost.h's FLOPs).
+struct OpStep {
+  double kernels = 0;
+  double seconds = 0;
+  double work = 0;
+};
+
+struct ProbeStep {
+  std::map<std::string, OpStep> ops{};  // the vector ops
+  double seconds = 0;                   // the whole step
+  double kernel_seconds = 0;            // all its kernels
+};
+
+struct ProbeRun {
+  std::map<std::string, std::pair<int64_t, double>> kernels;  // op: calls, seconds
+  double step_seconds = 0;                                    // after the first 20 steps
+};
+
+ProbeRun run_probe(const std::filesystem::path& dir, int64_t batch, int steps) {
+  ProbeRun run;
+  std::ostringstream progress;
+  nlohmann::json summary;
+  {
+    OpProfile profile;
+    summary = train::run_config(probe_config(dir, batch, steps), progress,
+                                {.run_dir = (dir / fmt::format("run-{}-{}", batch, steps)).string()});
+    for (const OpProfile::Entry& entry : profile.entries()) {
+      auto& [calls, seconds] = run.kernels[entry.op];
+      calls += entry.calls;
+      seconds += entry.seconds;
+    }
+  }
+  run.step_seconds = static_cast<double>(batch) / summary.at("samples_per_sec").get<double>();
+  return run;
+}
+
+ProbeStep probe_step(const std::filesystem::path& dir, int64_t batch) {
+  const ProbeRun short_run = run_probe(dir, batch, kProbeShortSteps);
+  const ProbeRun long_run = run_probe(dir, batch, kProbeLongSteps);
+  const auto steps = static_cast<double>(kProbeLongSteps - kProbeShortSteps);
+  ProbeStep step{.seconds = long_run.step_seconds};
+  for (const graph::NodeCost& node : train::analyze_train_step(probe_config(dir, batch, 1), batch).cost.nodes) {
+    if (!node.op.empty()) step.ops[node.op].work += node.flops;
+  }
+  for (const auto& [op, totals] : long_run.kernels) {
+    const auto before = short_run.kernels.contains(op) ? short_run.kernels.at(op) : std::pair<int64_t, double>{};
+    const double seconds = (totals.second - before.second) / steps;
+    step.kernel_seconds += seconds;
+    if (auto vector_op = step.ops.find(op); vector_op != step.ops.end()) {
+      vector_op->second.kernels = static_cast<double>(totals.first - before.first) / steps;
+      vector_op->second.seconds = seconds;
+    }
+  }
+  return step;
+}
+
+void calibrate_with_probe(CalibrationProfile& profile) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("nimbus-calibration-{}", getpid());
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
+  const int64_t samples = kProbeLargeBatch * kProbeLongSteps;
+  data::write_idx((dir / "images.idx").string(), cast(random_uniform({samples, 16, 16}, 0, 256), DType::kU8));
+  data::write_idx((dir / "labels.idx").string(), cast(random_uniform({samples}, 0, 10), DType::kU8));
+
+  const ProbeStep small = probe_step(dir, kProbeSmallBatch);
+  const ProbeStep large = probe_step(dir, kProbeLargeBatch);
+  for (const auto& [op, s] : small.ops) {
+    const OpStep& l = large.ops.at(op);
+    if (s.kernels <= 0 || l.kernels <= 0 || s.work <= 0) continue;
+    const double small_work = s.work / s.kernels;
+    const double large_work = l.work / l.kernels;
+    const double small_seconds = s.seconds / s.kernels;
+    const double large_seconds = l.seconds / l.kernels;
+    // Kernels whose work does not grow with the batch (the optimizer's update, scalar arithmetic) show
+    // one size only: their time is all rate beyond the dispatch cost.
+    profile.op_rates[op] =
+        large_work > 1.5 * small_work
+            ? fit_two_sizes(small_work, small_seconds, large_work, large_seconds)
+            : OpRate{.flops_per_second = rate_beyond(small_work + large_work, small_seconds + large_seconds,
+                                                     2 * profile.launch_seconds),
+                     .overhead_seconds = profile.launch_seconds};
+  }
+  profile.step_overhead_seconds =
+      std::max(0.0, (small.seconds - small.kernel_seconds + large.seconds - large.kernel_seconds) / 2);
 }
 
 double physical_memory_bytes() {
@@ -106,12 +264,13 @@ CalibrationProfile calibrate_cpu() {
 
   // Elementwise: 16 floats (the launch and dispatch cost alone) and 1 Mi floats, 4 MiB per tensor (as
   // big as a layer's activations at a large batch; within the last-level cache of most servers).
+  // Elementwise: 16 floats (the dispatch cost alone); memory bandwidth from additions of 4 Mi and 16 Mi
+  // floats (48 and 192 MiB moved, beyond the caches; two sizes, so waking the threads cancels).
   profile.launch_seconds = add_seconds(16);
-  const int64_t large = 1024 * 1024;
-  profile.bandwidth = rate_beyond(12.0 * large, add_seconds(large), profile.launch_seconds);
-  // One addition per 12 bytes moved: elementwise arithmetic is never the bound on a CPU with SIMD, so
-  // its rate is taken as the bandwidth's at a generous arithmetic intensity.
-  profile.vector_flops = profile.bandwidth / 12 * 16;
+  const int64_t large = int64_t{1} << 22;
+  profile.bandwidth =
+      fit_two_sizes(12.0 * large, add_seconds(large), 48.0 * large, add_seconds(4 * large)).flops_per_second;
+  profile.vector_flops = fused_instructions_per_second();
 
   // Matmuls: 8x8 (the fixed cost: primitive dispatch, packing, thread start) and 512x512x512 (the size
   // of a training step's larger matmuls).
@@ -123,11 +282,16 @@ CalibrationProfile calibrate_cpu() {
   profile.convolution_overhead_seconds = std::max(0.0, convolution_seconds(1, 4, 8) - profile.launch_seconds);
   profile.convolution_flops = rate_beyond(2.0 * 32 * 28 * 28 * 32 * 32 * 9, convolution_seconds(32, 28, 32),
                                           profile.launch_seconds + profile.convolution_overhead_seconds);
+  calibrate_with_probe(profile);
   profile.measured_at = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
   return profile;
 }
 
 nlohmann::json to_json(const CalibrationProfile& p) {
+  nlohmann::json op_rates = nlohmann::json::object();
+  for (const auto& [op, rate] : p.op_rates) {
+    op_rates[op] = {{"flops_per_second", rate.flops_per_second}, {"overhead_seconds", rate.overhead_seconds}};
+  }
   return {{"device", p.device},
           {"threads", p.threads},
           {"matmul_flops", p.matmul_flops},
@@ -138,6 +302,8 @@ nlohmann::json to_json(const CalibrationProfile& p) {
           {"launch_seconds", p.launch_seconds},
           {"vector_flops", p.vector_flops},
           {"memory_bytes", p.memory_bytes},
+          {"op_rates", op_rates},
+          {"step_overhead_seconds", p.step_overhead_seconds},
           {"measured_at", p.measured_at}};
 }
 
@@ -154,6 +320,11 @@ CalibrationProfile profile_from_json(const nlohmann::json& json, const std::stri
     p.launch_seconds = json.at("launch_seconds").get<double>();
     p.vector_flops = json.at("vector_flops").get<double>();
     p.memory_bytes = json.at("memory_bytes").get<double>();
+    for (const auto& [op, rate] : json.at("op_rates").items()) {
+      p.op_rates[op] = {.flops_per_second = rate.at("flops_per_second").get<double>(),
+                        .overhead_seconds = rate.at("overhead_seconds").get<double>()};
+    }
+    p.step_overhead_seconds = json.at("step_overhead_seconds").get<double>();
     p.measured_at = json.at("measured_at").get<std::string>();
   } catch (const nlohmann::json::exception& error) {
     throw DataError(fmt::format("{}: not a device profile: {}", source, error.what()),
@@ -185,7 +356,7 @@ CalibrationProfile load_profile(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     throw NotFound(fmt::format("{}: no device profile", path),
-                   "run `nimbus bench` once on this machine to measure it (a few seconds)");
+                   "run `nimbus bench` once on this machine to measure it (about ten seconds)");
   }
   nlohmann::json json;
   try {

@@ -14,15 +14,6 @@ namespace {
 constexpr int64_t kSmallTrace = 8;
 constexpr int64_t kLargeTrace = 16;
 
-Unit unit_of(const std::string& op) {
-  static const std::set<std::string> matmuls = {"matmul", "fused_matmul", "batch_matmul"};
-  if (matmuls.contains(op)) return Unit::kMatmul;
-  if (op.starts_with("conv2d") || op == "fused_conv2d" || op.starts_with("depthwise_conv2d")) {
-    return Unit::kConvolution;
-  }
-  return Unit::kVector;
-}
-
 StepTrace trace_at(const nlohmann::json& config, int64_t micro_batch) {
   const train::StepAnalysis step = train::analyze_train_step(config, micro_batch);
   StepTrace trace{.micro_batch = micro_batch,
@@ -31,14 +22,24 @@ StepTrace trace_at(const nlohmann::json& config, int64_t micro_batch) {
                   .gradient_bytes = static_cast<double>(step.memory.gradient_bytes)};
   for (const graph::NodeCost& node : step.cost.nodes) {
     if (node.op.empty()) continue;
-    trace.kernels.push_back({.unit = unit_of(node.op),
+    trace.kernels.push_back({.unit = kernel_unit(node.op),
                              .flops = node.flops,
-                             .bytes = static_cast<double>(node.bytes_read + node.bytes_written)});
+                             .bytes = static_cast<double>(node.bytes_read + node.bytes_written),
+                             .op = node.op});
   }
   return trace;
 }
 
 }  // namespace
+
+Unit kernel_unit(const std::string& op) {
+  static const std::set<std::string> matmuls = {"matmul", "fused_matmul", "batch_matmul"};
+  if (matmuls.contains(op)) return Unit::kMatmul;
+  if (op.starts_with("conv2d") || op == "fused_conv2d" || op.starts_with("depthwise_conv2d")) {
+    return Unit::kConvolution;
+  }
+  return Unit::kVector;
+}
 
 Workload workload_from_config(const nlohmann::json& config, bool jit) {
   nlohmann::json traced = config;

@@ -38,6 +38,8 @@ DeviceModel device_model(const CalibrationProfile& profile) {
   model.launch_seconds = profile.launch_seconds;
   model.matmul_overhead_seconds = profile.matmul_overhead_seconds;
   model.convolution_overhead_seconds = profile.convolution_overhead_seconds;
+  model.op_rates = profile.op_rates;
+  model.step_overhead_seconds = profile.step_overhead_seconds;
   return model;
 }
 

@@ -33,7 +33,10 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
   for (const Kernel& kernel : work.kernels_at(shape.micro_batch, shape.precision)) {
     double rate = device.vector_flops;
     double overhead = device.launch_seconds;
-    if (kernel.unit == Unit::kMatmul) {
+    if (const auto measured = device.op_rates.find(kernel.op); measured != device.op_rates.end()) {
+      rate = measured->second.flops_per_second;
+      overhead = measured->second.overhead_seconds;
+    } else if (kernel.unit == Unit::kMatmul) {
       rate = matmul_rate;
       overhead += device.matmul_overhead_seconds;
     } else if (kernel.unit == Unit::kConvolution) {
@@ -50,8 +53,9 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
   step.allreduce_seconds = ring_allreduce_seconds(work.gradient_bytes, shape.devices, shape.link_bytes_per_second);
   const double backward_seconds = micro_batch_seconds * 2 / 3;
   step.exposed_allreduce_seconds = std::max(0.0, step.allreduce_seconds - backward_seconds);
-  const double device_seconds =
-      step.compute_seconds + step.bandwidth_seconds + step.launch_seconds + step.exposed_allreduce_seconds;
+  step.host_seconds = device.step_overhead_seconds;
+  const double device_seconds = step.compute_seconds + step.bandwidth_seconds + step.launch_seconds +
+                                step.host_seconds + step.exposed_allreduce_seconds;
   const auto samples = static_cast<double>(shape.micro_batch * shape.accumulation);
   step.input_seconds = work.input_seconds_per_sample * samples / std::max(1, shape.host_cores);
   step.seconds = std::max(device_seconds, step.input_seconds);
@@ -59,7 +63,7 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
   const std::array<std::pair<double, Bottleneck>, 5> shares = {{
       {step.compute_seconds, Bottleneck::kCompute},
       {step.bandwidth_seconds, Bottleneck::kMemoryBandwidth},
-      {step.launch_seconds, Bottleneck::kLaunchOverhead},
+      {step.launch_seconds + step.host_seconds, Bottleneck::kLaunchOverhead},
       {step.exposed_allreduce_seconds, Bottleneck::kCommunication},
       {step.input_seconds, Bottleneck::kInput},
   }};

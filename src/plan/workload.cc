@@ -39,7 +39,8 @@ std::vector<Kernel> Workload::kernels_at(int64_t micro_batch, Precision precisio
     out.push_back({.unit = k.unit,
                    .flops = k.flops_fixed + k.flops_per_sample * m,
                    .bytes = k.bytes_fixed + k.bytes_per_sample * m * activation_scale,
-                   .per_step = k.per_step});
+                   .per_step = k.per_step,
+                   .op = k.op});
   }
   return out;
 }
@@ -72,7 +73,7 @@ Workload Workload::from_two_traces(const StepTrace& small, const StepTrace& larg
   for (size_t i = 0; i < small.kernels.size(); ++i) {
     const Kernel& s = small.kernels[i];
     const Kernel& l = large.kernels[i];
-    LinearKernel k{.unit = s.unit, .per_step = s.per_step};
+    LinearKernel k{.unit = s.unit, .per_step = s.per_step, .op = s.op};
     k.flops_per_sample = (l.flops - s.flops) / span;
     k.flops_fixed = s.flops - k.flops_per_sample * a;
     k.bytes_per_sample = (l.bytes - s.bytes) / span;

@@ -43,6 +43,26 @@ TEST(StepModel, RooflineOfHandComputedKernels) {
   EXPECT_EQ(step.bottleneck, Bottleneck::kMemoryBandwidth);
 }
 
+TEST(StepModel, MeasuredOpCostsAndTheTrainersOwnTimeReplaceTheRoofline) {
+  DeviceModel device{.name = "local", .bandwidth = 100e9, .vector_flops = 1e12, .launch_seconds = 1e-6};
+  device.matrix_flops[Precision::kFloat32] = 10e12;
+  // fused_elementwise measured at 2 G instructions/s after 30 us per kernel; the trainer adds 500 us a step.
+  device.op_rates["fused_elementwise"] = {.flops_per_second = 2e9, .overhead_seconds = 30e-6};
+  device.step_overhead_seconds = 500e-6;
+  Workload work;
+  // 4 M instructions and 8 MB: 2 ms at the measured rate (80 us of bytes), plus its 30 us.
+  work.kernels.push_back(
+      {.unit = Unit::kVector, .flops_per_sample = 4e6, .bytes_per_sample = 8e6, .op = "fused_elementwise"});
+  // An op the device did not measure keeps the roofline: 1 ms of bytes and the launch cost.
+  work.kernels.push_back({.unit = Unit::kVector, .flops_per_sample = 1e6, .bytes_per_sample = 1e8, .op = "sum"});
+  const StepEstimate step = estimate_step(work, device, {.micro_batch = 1});
+  EXPECT_NEAR(step.compute_seconds, 2e-3, 1e-12);
+  EXPECT_NEAR(step.bandwidth_seconds, 1e-3, 1e-12);
+  EXPECT_NEAR(step.launch_seconds, 31e-6, 1e-15);
+  EXPECT_NEAR(step.host_seconds, 500e-6, 1e-15);
+  EXPECT_NEAR(step.seconds, 3e-3 + 31e-6 + 500e-6, 1e-12);
+}
+
 TEST(StepModel, InputPipelineBoundsTheStep) {
   DeviceModel device{.name = "toy", .bandwidth = 1e12, .vector_flops = 1e13, .launch_seconds = 0};
   device.matrix_flops[Precision::kFloat32] = 1e14;

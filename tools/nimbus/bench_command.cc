@@ -11,7 +11,7 @@
 namespace nimbus::cli {
 
 Command add_bench_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand("bench", "measure this machine for the planner (a few seconds)");
+  CLI::App* command = app.add_subcommand("bench", "measure this machine for the planner (about ten seconds)");
   auto path = std::make_shared<std::string>();
   command->add_option("--profile", *path, "where to store the profile (default: ~/.cache/nimbus/device-profile.json)");
   return [path] {
@@ -20,10 +20,14 @@ Command add_bench_command(CLI::App& app) {
     plan::save_profile(profile, target);
     std::cout << fmt::format(
         "cpu, {} threads: matmul {:.1f} GFLOP/s (+{:.1f} us per kernel), convolution {:.1f} GFLOP/s (+{:.1f} us), "
-        "elementwise {:.1f} GB/s, {:.1f} us per kernel\nprofile written to {}\n",
+        "elementwise {:.1f} GB/s from memory, {:.1f} us per kernel\nprofile written to {}\n",
         profile.threads, profile.matmul_flops / 1e9, profile.matmul_overhead_seconds * 1e6,
         profile.convolution_flops / 1e9, profile.convolution_overhead_seconds * 1e6, profile.bandwidth / 1e9,
         profile.launch_seconds * 1e6, target);
+    std::cout << fmt::format(
+        "fused elementwise {:.2f} G instructions/s; training steps: {:.0f} us of the trainer's own "
+        "work per step, {} ops timed\n",
+        profile.vector_flops / 1e9, profile.step_overhead_seconds * 1e6, profile.op_rates.size());
     return 0;
   };
 }

@@ -1,6 +1,8 @@
-// nimbus bench: measures the local device's achieved matmul and convolution rates, bandwidth and
-// per-kernel overhead, as traced graphs run them, and stores a profile (JSON) the planner uses for
-// the local machine and to check its model against `nimbus train`.
+// nimbus bench: measures the local device's achieved matmul and convolution rates, memory bandwidth
+// and per-kernel overhead, as traced graphs run them, then trains a small probe CNN through
+// `nimbus train`'s own code at two batch sizes with every kernel timed: each op's cost as training runs
+// it, and the trainer's own time per step. It stores a profile (JSON) the planner uses for the local
+// machine and to check its model against `nimbus train`.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,7 +12,7 @@
 
 namespace nimbus::plan {
 
-// Runs the measurements on the CPU with the runtime's compute threads (a few seconds).
+// Runs the measurements on the CPU with the runtime's compute threads (about ten seconds).
 CalibrationProfile calibrate_cpu();
 
 nlohmann::json to_json(const CalibrationProfile& profile);

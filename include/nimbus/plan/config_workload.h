@@ -16,4 +16,7 @@ Workload workload_from_config(const nlohmann::json& config, bool jit);
 // The samples of the config's training set (data.train).
 int64_t training_samples(const nlohmann::json& config);
 
+// Where an op of a traced step runs: matmuls and convolutions on the matrix units, the rest on vector units.
+Unit kernel_unit(const std::string& op);
+
 }  // namespace nimbus::plan

@@ -21,10 +21,17 @@ inline constexpr double kDefaultBandwidthEfficiency = 0.85;
 inline constexpr double kDefaultVectorEfficiency = 0.5;
 inline constexpr double kGpuLaunchSeconds = 5e-6;
 
+// An op's measured cost per kernel: overhead_seconds + work / flops_per_second, with the work as the
+// graph's cost counts it (graph/cost.h: elements, times the instructions of a fused program).
+struct OpRate {
+  double flops_per_second = 0;
+  double overhead_seconds = 0;  // dispatch and waking the compute threads
+};
+
 struct DeviceModel {
   std::string name;  // a catalog name ("T4") or "cpu"
   double memory_bytes = 0;
-  double bandwidth = 0;                        // achieved bytes/s
+  double bandwidth = 0;                        // achieved bytes/s of kernels too large for the caches
   std::map<Precision, double> matrix_flops{};  // achieved FLOP/s of matmuls, per precision it supports
   double convolution_ratio = 1;                // convolutions' achieved rate / matmuls'
   double vector_flops = 0;                     // achieved FLOP/s of other kernels (float32)
@@ -33,6 +40,10 @@ struct DeviceModel {
   // small ones below the rate. Measured on the CPU; folded into the efficiency on GPUs.
   double matmul_overhead_seconds = 0;
   double convolution_overhead_seconds = 0;
+  // Measured on the local machine only (empty or zero for catalog devices): each op's cost as a training
+  // step runs it, by op name, and the trainer's own time per step outside its kernels.
+  std::map<std::string, OpRate> op_rates{};
+  double step_overhead_seconds = 0;
 
   bool supports(Precision precision) const { return matrix_flops.contains(precision); }
 };
@@ -41,8 +52,9 @@ DeviceModel device_model(const GpuSpec& gpu);
 // `cores` physical cores of a catalog CPU; memory is the instance's RAM.
 DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes);
 
-// What `nimbus bench` measures on the local machine (stored as JSON, see calibration.h).
-// Each kernel kind is timed at two sizes in a traced graph and fitted to time = overhead + work / rate.
+// What `nimbus bench` measures on the local machine (stored as JSON, see calibration.h). Each kernel
+// kind is timed at two sizes and fitted to time = overhead + work / rate: matmuls, convolutions,
+// additions and fused kernels in traced chains, and every op of a probe model's training step.
 struct CalibrationProfile {
   std::string device = "cpu";
   int threads = 0;
@@ -50,11 +62,15 @@ struct CalibrationProfile {
   double matmul_overhead_seconds = 0;
   double convolution_flops = 0;  // FLOP/s of large 3x3 convolutions
   double convolution_overhead_seconds = 0;
-  double bandwidth = 0;       // bytes/s of elementwise kernels on activation-sized tensors
+  double bandwidth = 0;       // bytes/s of elementwise kernels on tensors larger than the caches
   double launch_seconds = 0;  // fixed time of one elementwise kernel in a traced graph
-  double vector_flops = 0;    // FLOP/s of elementwise arithmetic
+  double vector_flops = 0;    // instructions per second of a large fused elementwise kernel
   double memory_bytes = 0;    // what the device can hold
-  std::string measured_at;    // UTC date-time
+  // From a probe model's training steps (calibration.h): each op's cost, and the trainer's own time per
+  // step beyond its kernels.
+  std::map<std::string, OpRate> op_rates{};
+  double step_overhead_seconds = 0;
+  std::string measured_at{};  // UTC date-time
 };
 
 DeviceModel device_model(const CalibrationProfile& profile);

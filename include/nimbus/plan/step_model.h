@@ -2,11 +2,12 @@
 //
 // Per kernel, time = max(FLOPs / rate, bytes / bandwidth) + launch overhead, with the rate of the
 // kernel's unit in the step's precision (matrix units for matmuls and convolutions, vector units
-// otherwise). A step runs the micro-batch's kernels `accumulation` times and the per-step kernels
-// (optimizer update) once. With N data-parallel devices, a ring all-reduce of the gradients takes
-// 2 (N - 1) / N x gradient bytes / link bandwidth and overlaps the last micro-batch's backward pass
-// (two thirds of its time); only the rest is exposed. The input pipeline runs beside the device
-// (prefetch), so it bounds the step rather than adding to it.
+// otherwise; a calibrated device's measured rate for the op where it has one) and the bandwidth for
+// the kernel's bytes (caches or memory). A calibrated device adds the trainer's own time per step. A step runs the
+// micro-batch's kernels `accumulation` times and the per-step kernels (optimizer update) once. With N data-parallel
+// devices, a ring all-reduce of the gradients takes 2 (N - 1) / N x gradient bytes / link bandwidth and overlaps the
+// last micro-batch's backward pass (two thirds of its time); only the rest is exposed. The input pipeline runs beside
+// the device (prefetch), so it bounds the step rather than adding to it.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@ struct StepEstimate {
   double compute_seconds = 0;    // kernels whose FLOPs take longer than their bytes
   double bandwidth_seconds = 0;  // kernels whose bytes take longer
   double launch_seconds = 0;
+  double host_seconds = 0;               // the trainer's own work per step, outside the kernels
   double allreduce_seconds = 0;          // the whole all-reduce
   double exposed_allreduce_seconds = 0;  // what overlap leaves on the step
   double input_seconds = 0;              // host time to produce one device's samples of the step

@@ -33,12 +33,13 @@ struct Kernel {
   double bytes = 0;
   // Runs once per step (the optimizer's update) rather than once per micro-batch.
   bool per_step = false;
+  std::string op{};  // the op that runs ("fused_elementwise"): a calibrated device may know its rate
 };
 
 // A traced step at one micro-batch: what Workload::from_two_traces reads.
 struct StepTrace {
   int64_t micro_batch = 0;
-  std::vector<Kernel> kernels;
+  std::vector<Kernel> kernels{};
   double memory_bytes = 0;  // the memory accounting's total at this micro-batch, float32
   double parameter_bytes = 0;
   double gradient_bytes = 0;
@@ -49,6 +50,7 @@ struct LinearKernel {
   double flops_fixed = 0, flops_per_sample = 0;
   double bytes_fixed = 0, bytes_per_sample = 0;
   bool per_step = false;
+  std::string op{};
 };
 
 struct Workload {

@@ -1,0 +1,67 @@
+// nimbus bench's calibration: the profile round-trips through its JSON file, a damaged file says how to
+// make a new one, and a real calibration on this machine measures every op of the probe's training step.
+#include "nimbus/plan/calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "nimbus/base/error.h"
+
+namespace nimbus::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Calibration, ProfileRoundTripsThroughItsFile) {
+  CalibrationProfile profile{.threads = 2, .matmul_flops = 3e11, .bandwidth = 6e10, .launch_seconds = 2e-7};
+  profile.op_rates["fused_elementwise"] = {.flops_per_second = 2e9, .overhead_seconds = 3e-5};
+  profile.op_rates["max_pool2d_backward"] = {.flops_per_second = 1.5e9, .overhead_seconds = 1e-4};
+  profile.step_overhead_seconds = 7e-4;
+  profile.measured_at = "2026-11-30T20:00:00Z";
+  const std::string path = (std::filesystem::temp_directory_path() / "nimbus_profile_roundtrip.json").string();
+  save_profile(profile, path);
+  const CalibrationProfile loaded = load_profile(path);
+  EXPECT_EQ(to_json(loaded), to_json(profile));
+  EXPECT_DOUBLE_EQ(loaded.op_rates.at("max_pool2d_backward").overhead_seconds, 1e-4);
+  const DeviceModel device = device_model(loaded);
+  EXPECT_DOUBLE_EQ(device.op_rates.at("fused_elementwise").flops_per_second, 2e9);
+  EXPECT_DOUBLE_EQ(device.step_overhead_seconds, 7e-4);
+}
+
+TEST(Calibration, AProfileWithoutOpRatesAsksForANewBench) {
+  CalibrationProfile profile{.threads = 2, .matmul_flops = 3e11};
+  nlohmann::json old = to_json(profile);
+  old.erase("op_rates");  // a profile from before the probe
+  const std::string path = (std::filesystem::temp_directory_path() / "nimbus_profile_old.json").string();
+  std::ofstream(path) << old.dump();
+  try {
+    load_profile(path);
+    FAIL() << "an incomplete profile was accepted";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.what(), HasSubstr(path));
+    EXPECT_THAT(error.what(), HasSubstr("op_rates"));
+    EXPECT_THAT(error.hint(), HasSubstr("nimbus bench"));
+  }
+}
+
+TEST(Calibration, MeasuresEveryOpOfTheProbesTrainingStep) {
+  const CalibrationProfile profile = calibrate_cpu();
+  EXPECT_GT(profile.matmul_flops, 1e9);
+  EXPECT_GT(profile.convolution_flops, 1e9);
+  EXPECT_GT(profile.bandwidth, 1e9);
+  EXPECT_GT(profile.vector_flops, 1e8);
+  for (const char* op : {"fused_elementwise", "fused_matmul", "matmul", "fused_conv2d", "conv2d_backward_filter",
+                         "conv2d_backward_input", "max_pool2d", "max_pool2d_backward", "sum"}) {
+    ASSERT_TRUE(profile.op_rates.contains(op)) << op;
+    EXPECT_GT(profile.op_rates.at(op).flops_per_second, 0) << op;
+    EXPECT_GE(profile.op_rates.at(op).overhead_seconds, 0) << op;
+  }
+  EXPECT_GE(profile.step_overhead_seconds, 0);
+  EXPECT_LT(profile.step_overhead_seconds, 0.1);
+}
+
+}  // namespace
+}  // namespace nimbus::plan
