@@ -272,6 +272,34 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
   return decision;
 }
 
+int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t batch, std::ostream& out) {
+  if (batch < 1 || x.rank() < 1) return batch;  // evaluate and predict report these
+  batch = std::min(batch, x.dim(0));
+  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
+  const auto analyze = [&](int64_t micro_batch) {
+    const TracedGraph& traced = trainer.trace_predict_step(placeholder(x, micro_batch));
+    StepAnalysis step;
+    step.micro_batch = micro_batch;
+    step.memory = graph::estimate_memory(traced.optimized, traced.plan);
+    return step;
+  };
+  const StepAnalysis whole = analyze(batch);
+  const uint64_t available = memory_available_for(whole, x.device());
+  StepAnalysis step = whole;
+  while (!fits(step, available, kSafetyMargin) && step.micro_batch > 1) step = analyze(step.micro_batch / 2);
+  if (!fits(step, available, kSafetyMargin)) {
+    throw OutOfMemory(fmt::format("inference: {} ({})", needs(step, available), step.memory.to_string()),
+                      "a smaller model, or more memory (runtime.memory.limit)");
+  }
+  if (step.micro_batch < batch) {
+    out << fmt::format(
+        "a batch of {} needs {} of the {} left less a {:.0f}% margin: running micro-batches of {} ({})\n", batch,
+        format_bytes(whole.memory.total()), format_bytes(available), 100 * kSafetyMargin, step.micro_batch,
+        format_bytes(step.memory.total()));
+  }
+  return step.micro_batch;
+}
+
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path) {
   const Json& runtime = config.at("runtime");

@@ -507,20 +507,27 @@ Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& 
   return current_logs("");
 }
 
+Function& Trainer::predict_step(const Tensor& x, std::optional<bool> graph, std::optional<bool> jit) {
+  ensure_model_built(model_, x);
+  const Steps::Key key{graph, jit, 1};
+  if (!steps_->predict || !(steps_->predict_key == key)) {
+    steps_->predict_key = key;
+    steps_->predict.emplace(function(
+        [this](const std::vector<Tensor>& in) { return std::vector<Tensor>{model_(in[0], false)}; },
+        {.name = "predict_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x})}));
+  }
+  return *steps_->predict;
+}
+
+const TracedGraph& Trainer::trace_predict_step(const Tensor& x, std::optional<bool> jit) {
+  check_data(x, Tensor(), "trace_predict_step");
+  return predict_step(x, std::nullopt, jit).traced_for({x});
+}
+
 Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
   check_data(x, Tensor(), "predict");
   if (options.batch_size < 1) throw InvalidArgument("predict: batch_size must be >= 1");
-  ensure_model_built(model_, x);
-  const Steps::Key key{options.graph, options.jit, 1};
-  if (!steps_->predict || !(steps_->predict_key == key)) {
-    steps_->predict_key = key;
-    steps_->predict.emplace(
-        function([this](const std::vector<Tensor>& in) { return std::vector<Tensor>{model_(in[0], false)}; },
-                 {.name = "predict_step",
-                  .graph = options.graph,
-                  .jit = options.jit,
-                  .input_signature = dynamic_batch_signature({x})}));
-  }
+  Function& step_function = predict_step(x, options.graph, options.jit);
   const int64_t samples = x.dim(0);
   int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
   if (options.steps) steps = std::min(steps, *options.steps);
@@ -529,7 +536,7 @@ Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
     const int64_t begin = step * options.batch_size, end = std::min(samples, begin + options.batch_size);
     std::vector<int64_t> indices(static_cast<size_t>(end - begin));
     std::iota(indices.begin(), indices.end(), begin);
-    pieces.push_back((*steps_->predict)({gather_rows(x, indices)})[0]);
+    pieces.push_back(step_function({gather_rows(x, indices)})[0]);
   }
   return pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
 }

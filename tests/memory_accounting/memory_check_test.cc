@@ -19,7 +19,11 @@
 #include "nimbus/base/error.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/memory.h"
+#include "nimbus/graph/function.h"
+#include "nimbus/graph/memory_estimate.h"
 #include "nimbus/ops/creation.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/reduction.h"
 #include "nimbus/train/config.h"
 
 namespace nimbus::testing {
@@ -185,6 +189,42 @@ TEST_F(MemoryCheck, OutOfMemoryDuringTheRunWritesACheckpointAndSaysSo) {
   ASSERT_TRUE(std::filesystem::exists(checkpoint));
   train::Trainer restored = train::compile_from_config(train::model_from_train_config(unlimited), unlimited);
   EXPECT_EQ(restored.restore_checkpoint(checkpoint).epochs_done, 0);
+}
+
+TEST_F(MemoryCheck, PredictionAndEvaluationSplitABatchThatDoesNotFitIntoMicroBatchesThatDo) {
+  const nlohmann::json unlimited = config({});
+  train::Trainer trainer = train::compile_from_config(train::model_from_train_config(unlimited), unlimited);
+  Generator generator(6);
+  const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
+  const Tensor y = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(kSamples, 3), {kSamples});
+  std::ostringstream quiet;
+  ASSERT_EQ(train::inference_batch_that_fits(trainer, x, kSamples, quiet), kSamples);
+  EXPECT_EQ(quiet.str(), "");
+  const Tensor whole = trainer.predict(x, {.batch_size = kSamples});
+  const train::Logs whole_scores = trainer.evaluate(x, y, {.batch_size = kSamples});
+  trainer.release_step_memory();
+
+  // Room for a quarter of the batch's predict step, not for the whole.
+  const auto predict_step_bytes = [&](int64_t batch) {
+    const TracedGraph& traced =
+        trainer.trace_predict_step(Tensor::symbolic({batch, 28, 28, 1}, DType::kF32, Device::cpu(), nullptr));
+    return graph::estimate_memory(traced.optimized, traced.plan).total();
+  };
+  const uint64_t limit = memory_stats(Device::cpu()).bytes_in_use +
+                         static_cast<uint64_t>(double(predict_step_bytes(kSamples / 4)) / (1 - train::kSafetyMargin));
+  ASSERT_LT(limit - memory_stats(Device::cpu()).bytes_in_use, predict_step_bytes(kSamples / 2));
+  configure_memory(Device::cpu(), {.limit = limit});
+  std::ostringstream out;
+  const int64_t micro_batch = train::inference_batch_that_fits(trainer, x, kSamples, out);
+  EXPECT_EQ(micro_batch, kSamples / 4);
+  EXPECT_NE(out.str().find(fmt::format("running micro-batches of {}", kSamples / 4)), std::string::npos) << out.str();
+  // Splitting changes no result.
+  const Tensor split = trainer.predict(x, {.batch_size = micro_batch});
+  ASSERT_EQ(split.shape(), whole.shape());
+  EXPECT_EQ(reduce_max(abs(split - whole)).item<float>(), 0.0f);
+  const train::Logs split_scores = trainer.evaluate(x, y, {.batch_size = micro_batch});
+  EXPECT_NEAR(split_scores.at("loss"), whole_scores.at("loss"), 1e-5);
+  EXPECT_DOUBLE_EQ(split_scores.at("accuracy"), whole_scores.at("accuracy"));
 }
 
 TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {

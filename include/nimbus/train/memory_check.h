@@ -75,6 +75,12 @@ void configure_memory_from_config(const nlohmann::json& config);
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
                                        std::ostream& out);
 
+// Evaluation and prediction in batches of `batch` samples of x, or in micro-batches of it that fit: the
+// largest, halving from `batch`, whose predict step fits the memory left within kSafetyMargin (the test
+// step adds only the loss and the metrics' statistics per sample). Splitting changes no result. Says
+// what it chose on `out` when it splits; throws OutOfMemory, with the numbers, when one sample does not fit.
+int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t batch, std::ostream& out);
+
 // trainer.fit, with runtime.memory.trim_between_epochs applied (the step arenas released and the
 // allocator trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`
 // when it can and rethrows with the checkpoint named in the hint.

@@ -189,6 +189,9 @@ class Trainer {
   // x and y may be symbolic placeholders (Tensor::symbolic) once the model is built.
   const TracedGraph& trace_train_step(const Tensor& x, const Tensor& y, int64_t gradient_accumulation = 1,
                                       std::optional<bool> jit = std::nullopt);
+  // The predict step's graph for inputs shaped like x (placeholders allowed), traced without running it:
+  // what evaluation's and prediction's memory check reads.
+  const TracedGraph& trace_predict_step(const Tensor& x, std::optional<bool> jit = std::nullopt);
   // Hands the traced steps' arenas back to the allocator; fit does so between training and evaluation.
   void release_step_memory();
 
@@ -214,6 +217,7 @@ class Trainer {
                                      std::optional<bool> jit);
   std::vector<Tensor> run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
                                     std::optional<bool> jit);
+  Function& predict_step(const Tensor& x, std::optional<bool> graph, std::optional<bool> jit);
   // Adds a step's outputs (loss, then the metrics' statistics) to the running metrics.
   void accumulate_step(const std::vector<Tensor>& outputs, int64_t samples);
   void reset_metrics();
