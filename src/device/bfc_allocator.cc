@@ -120,6 +120,52 @@ inline BfcAllocator::Region* BfcAllocator::region_of(uintptr_t address) {
 void* BfcAllocator::allocate(size_t bytes) {
   const MemoryTag tag = AllocationTagScope::current();
   std::lock_guard lock(mutex_);
+  return allocate_locked(bytes, tag);
+}
+
+void* BfcAllocator::allocate(size_t bytes, Stream& stream) {
+  const MemoryTag tag = AllocationTagScope::current();
+  std::lock_guard lock(mutex_);
+  const size_t size = bytes == 0 ? kGranule : round_up(bytes, kGranule);
+  // A block this stream freed: its earlier work comes before anything enqueued on the stream now.
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    const ChunkId id = it->chunk;
+    if (it->stream != &stream || chunks_[id].size < size || chunks_[id].size > 2 * size) continue;
+    pending_.erase(it);
+    // Reused whole: the old request leaves the counters, the new one enters them.
+    Chunk& chunk = chunks_[id];
+    account_free(chunk);
+    chunk.in_use = true;
+    chunk.requested = bytes;
+    chunk.tag = tag;
+    account_allocation(chunk);
+    return reinterpret_cast<void*>(chunk.address);
+  }
+  // Blocks whose streams have passed their frees are free for every stream.
+  std::erase_if(pending_, [&](const PendingFree& pending) {
+    if (!pending.done->query()) return false;
+    free_chunk(pending.chunk);
+    return true;
+  });
+  if (!pending_.empty() && find_fit(size) == kNoChunk && !grow(size)) {
+    // Waiting for the streams costs less than failing: then every pending block is free.
+    for (const PendingFree& pending : pending_) {
+      pending.done->synchronize();
+      free_chunk(pending.chunk);
+    }
+    pending_.clear();
+  }
+  return allocate_locked(bytes, tag);
+}
+
+void BfcAllocator::deallocate_on(void* ptr, size_t bytes, Stream& stream) {
+  if (ptr == nullptr) return;
+  std::shared_ptr<Event> done = stream.record();
+  std::lock_guard lock(mutex_);
+  pending_.push_back({.chunk = live_chunk(ptr, bytes), .stream = &stream, .done = std::move(done)});
+}
+
+void* BfcAllocator::allocate_locked(size_t bytes, MemoryTag tag) {
   if (bytes > std::numeric_limits<size_t>::max() / 2) throw_out_of_memory(bytes, bytes);
   const size_t size = bytes == 0 ? kGranule : round_up(bytes, kGranule);
   ChunkId id = find_fit(size);
@@ -150,44 +196,60 @@ void* BfcAllocator::allocate(size_t bytes) {
   chunk.in_use = true;
   chunk.requested = bytes;
   chunk.tag = tag;
+  account_allocation(chunk);
+  return reinterpret_cast<void*>(chunk.address);
+}
 
+void BfcAllocator::account_allocation(const Chunk& chunk) {
   AllocatorStats& c = counters_;
-  c.bytes_in_use += bytes;
+  c.bytes_in_use += chunk.requested;
   c.peak_bytes_in_use = std::max(c.peak_bytes_in_use, c.bytes_in_use);
-  c.bytes_in_blocks += size;
+  c.bytes_in_blocks += chunk.size;
   ++c.num_allocations;
   ++c.live_allocations;
-  TagStats& t = c.by_tag[static_cast<size_t>(tag)];
-  t.bytes_in_use += bytes;
+  TagStats& t = c.by_tag[static_cast<size_t>(chunk.tag)];
+  t.bytes_in_use += chunk.requested;
   t.peak_bytes_in_use = std::max(t.peak_bytes_in_use, t.bytes_in_use);
   ++t.live_allocations;
-  if (recording_) events_.push_back({MemoryEvent::Kind::kAllocate, chunk.address, bytes, tag});
-  return reinterpret_cast<void*>(chunk.address);
+  if (recording_) events_.push_back({MemoryEvent::Kind::kAllocate, chunk.address, chunk.requested, chunk.tag});
+}
+
+void BfcAllocator::account_free(const Chunk& chunk) {
+  AllocatorStats& c = counters_;
+  c.bytes_in_use -= chunk.requested;
+  c.bytes_in_blocks -= chunk.size;
+  --c.live_allocations;
+  TagStats& t = c.by_tag[static_cast<size_t>(chunk.tag)];
+  t.bytes_in_use -= chunk.requested;
+  --t.live_allocations;
+  if (recording_) events_.push_back({MemoryEvent::Kind::kFree, chunk.address, chunk.requested, chunk.tag});
+}
+
+BfcAllocator::ChunkId BfcAllocator::live_chunk(void* ptr, size_t bytes) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  Region* region = region_of(address);
+  NIMBUS_ASSERT(region != nullptr) << device_name_ << ": deallocate(" << ptr << ") of memory this allocator never held";
+  const size_t offset = address - region->base;
+  const ChunkId id = offset % kGranule == 0 ? region->chunk_at[offset / kGranule] : kNoChunk;
+  const bool pending = std::ranges::any_of(pending_, [&](const PendingFree& p) { return p.chunk == id; });
+  NIMBUS_ASSERT(id != kNoChunk && chunks_[id].in_use && !pending)
+      << device_name_ << ": deallocate(" << ptr << ") of a block that is not live (freed twice?)";
+  NIMBUS_ASSERT(chunks_[id].requested == bytes) << device_name_ << ": deallocate(" << ptr << ", " << bytes
+                                                << ") of a block allocated with " << chunks_[id].requested << " bytes";
+  return id;
 }
 
 void BfcAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
-  const auto address = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard lock(mutex_);
-  Region* region = region_of(address);
-  NIMBUS_ASSERT(region != nullptr) << device_name_ << ": deallocate(" << ptr << ") of memory this allocator never held";
-  const size_t offset = address - region->base;
-  ChunkId id = offset % kGranule == 0 ? region->chunk_at[offset / kGranule] : kNoChunk;
-  NIMBUS_ASSERT(id != kNoChunk && chunks_[id].in_use)
-      << device_name_ << ": deallocate(" << ptr << ") of a block that is not live (freed twice?)";
-  Chunk& chunk = chunks_[id];
-  NIMBUS_ASSERT(chunk.requested == bytes) << device_name_ << ": deallocate(" << ptr << ", " << bytes
-                                          << ") of a block allocated with " << chunk.requested << " bytes";
+  free_chunk(live_chunk(ptr, bytes));
+}
 
-  AllocatorStats& c = counters_;
-  c.bytes_in_use -= bytes;
-  c.bytes_in_blocks -= chunk.size;
-  --c.live_allocations;
-  TagStats& t = c.by_tag[static_cast<size_t>(chunk.tag)];
-  t.bytes_in_use -= bytes;
-  --t.live_allocations;
-  if (recording_) events_.push_back({MemoryEvent::Kind::kFree, address, bytes, chunk.tag});
+void BfcAllocator::free_chunk(ChunkId id) {
+  Chunk& chunk = chunks_[id];
+  account_free(chunk);
   chunk.in_use = false;
+  Region* region = region_of(chunk.address);
 
   // `left` absorbs its right neighbour, which is in no bin.
   auto absorb_next = [&](ChunkId left) {

@@ -29,6 +29,7 @@
 
 #include "nimbus/device/allocator.h"
 #include "nimbus/device/memory.h"
+#include "nimbus/device/stream.h"
 
 namespace nimbus {
 
@@ -84,6 +85,13 @@ class BfcAllocator final : public Allocator {
   // neither the free chunks nor a new region (within the mode and limit) can serve it.
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
+  // Stream-ordered use (the GPU's case, where the host frees a block while kernels that read it are
+  // still queued): a block freed with deallocate_on is reused at once by allocate on the same stream,
+  // whose later work runs after the earlier, and by other streams only once the event recorded on
+  // `stream` at the free has completed (queried on each allocate; waited for before failing). Until
+  // then the block counts as in use.
+  void* allocate(size_t bytes, Stream& stream);
+  void deallocate_on(void* ptr, size_t bytes, Stream& stream);
   AllocatorStats stats() const override;
   void reset_peak() override;
 
@@ -134,6 +142,20 @@ class BfcAllocator final : public Allocator {
     std::vector<ChunkId> chunk_at;
   };
 
+  // A block freed on a stream, not yet free for every stream.
+  struct PendingFree {
+    ChunkId chunk = kNoChunk;
+    const Stream* stream = nullptr;
+    std::shared_ptr<Event> done;
+  };
+
+  void* allocate_locked(size_t bytes, MemoryTag tag);
+  // The live chunk at ptr, checked against the size it was allocated with.
+  ChunkId live_chunk(void* ptr, size_t bytes);
+  // Frees a live chunk, merging it with free neighbours.
+  void free_chunk(ChunkId id);
+  void account_allocation(const Chunk& chunk);
+  void account_free(const Chunk& chunk);
   static size_t bin_for(size_t size);
   ChunkId new_chunk();
   void insert_free(ChunkId id);
@@ -159,6 +181,7 @@ class BfcAllocator final : public Allocator {
   std::array<ChunkId, kBins> bin_heads_;
   std::array<uint64_t, kBins / 64> bin_bitmap_{};
   AllocatorStats counters_;  // all but largest_free_block and bytes_limit
+  std::vector<PendingFree> pending_;
   bool recording_ = false;
   std::vector<MemoryEvent> events_;
 };
