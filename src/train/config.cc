@@ -466,7 +466,7 @@ namespace {
 class ConfigPolicyScope {
  public:
   explicit ConfigPolicyScope(const nlohmann::json& config) : previous_(nn::global_policy()) {
-    const std::string name = config.at("runtime").at("precision").get<std::string>();
+    const std::string name = config.at("runtime").value("precision", std::string("float32"));
     try {
       nn::set_global_policy(name);
     } catch (const InvalidArgument& error) {
