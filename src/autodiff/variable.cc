@@ -20,7 +20,18 @@ VariableRegistry& variable_registry() {
   static VariableRegistry registry;
   return registry;
 }
+Tensor& update_condition() {
+  thread_local Tensor condition;
+  return condition;
+}
 }  // namespace
+
+ConditionalUpdateScope::ConditionalUpdateScope(Tensor condition) : previous_(update_condition()) {
+  NIMBUS_ASSERT(condition.defined() && condition.dtype() == DType::kBool && condition.rank() == 0)
+      << "ConditionalUpdateScope needs a bool scalar";
+  update_condition() = std::move(condition);
+}
+ConditionalUpdateScope::~ConditionalUpdateScope() { update_condition() = previous_; }
 
 Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
   if (!initial_value.defined()) throw InvalidArgument("Variable '" + name + "': the initial value is undefined");
@@ -71,7 +82,8 @@ void Variable::assign(const Tensor& new_value) {
                           new_value.shape().to_string() + " value to a " + std::string(dtype_name(s.value.dtype())) +
                           " " + s.value.shape().to_string() + " variable");
   }
-  nimbus::assign(s.value, new_value);
+  const Tensor& condition = update_condition();
+  nimbus::assign(s.value, condition.defined() ? where(condition, new_value, s.value) : new_value);
 }
 
 void Variable::assign_add(const Tensor& delta) { assign(add(state().value, delta)); }

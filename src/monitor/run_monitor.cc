@@ -40,6 +40,10 @@ nlohmann::json step_line_fields(const StepRecord& step, Device device) {
   nlohmann::json memory = nlohmann::json::object();
   for (size_t i = 0; i < kNumMemoryTags; ++i) memory[memory_kind_label(MemoryTag(i))] = stats.by_tag[i].bytes_in_use;
   fields["memory"] = memory;
+  if (step.loss_scale) {
+    fields["loss_scale"] = *step.loss_scale;
+    fields["skipped_steps"] = step.skipped_steps;
+  }
   return fields;
 }
 

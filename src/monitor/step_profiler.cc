@@ -63,6 +63,11 @@ void StepProfiler::close_span(Span span, Clock::time_point start, double exclusi
   if (first < 0) first = nanoseconds_since_origin(start);
 }
 
+void StepProfiler::set_loss_scale(double scale, int64_t skipped_steps) {
+  current_.loss_scale = scale;
+  current_.skipped_steps = skipped_steps;
+}
+
 void StepProfiler::end_step(int64_t samples, double loss) {
   NIMBUS_ASSERT(in_step_) << "end_step without begin_step";
   current_.end_ns = nanoseconds_since_origin(Clock::now());

@@ -30,6 +30,10 @@ TrainingMetrics::TrainingMetrics(MetricRegistry& registry, Device device)
           registry.histogram("nimbus_step_seconds", "Wall time of one training step.", step_seconds_buckets())),
       loss_(registry.gauge("nimbus_loss", "Loss of the last training step.")),
       epoch_(registry.gauge("nimbus_epoch", "The epoch being trained (1-based).")),
+      loss_scale_(
+          registry.gauge("nimbus_loss_scale", "Dynamic loss scale of mixed_float16 training (0: not scaling).")),
+      skipped_steps_(registry.counter("nimbus_skipped_steps_total",
+                                      "Steps whose update loss scaling skipped for an inf or NaN gradient.")),
       memory_reserved_(registry.gauge("nimbus_memory_reserved_bytes", "Device memory the allocator holds.",
                                       {{"device", device.to_string()}})),
       memory_peak_(registry.gauge("nimbus_memory_peak_bytes", "Peak device memory in use by tensors.",
@@ -56,6 +60,10 @@ void TrainingMetrics::on_step(const StepRecord& step) {
   step_seconds_.observe(step.seconds());
   loss_.set(step.loss);
   epoch_.set(step.epoch);
+  if (step.loss_scale) {
+    loss_scale_.set(*step.loss_scale);
+    skipped_steps_.advance_to(double(step.skipped_steps));
+  }
   update_memory();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/precision.h"
 
 namespace nimbus::nn {
 
@@ -79,7 +81,25 @@ void reset_layer_names() {
 }
 
 LayerImpl::LayerImpl(std::string class_name, std::string name)
-    : class_name_(std::move(class_name)), name_(std::move(name)) {}
+    : dtype_policy(global_policy()), class_name_(std::move(class_name)), name_(std::move(name)) {}
+
+std::vector<Tensor> LayerImpl::call_with_policy(const std::vector<Tensor>& inputs, bool training) {
+  const DType compute = dtype_policy.compute_dtype;
+  auto needs_cast = [&](const Tensor& input) {
+    const DType dtype = input.dtype();
+    return (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16) && dtype != compute;
+  };
+  const bool any_cast = std::any_of(inputs.begin(), inputs.end(), needs_cast);
+  // A float32 layer with f32 inputs outside any mixed layer has nothing to do.
+  if (compute == DType::kF32 && autocast_dtype() == DType::kF32 && !any_cast) return call(inputs, training);
+  AutocastScope autocast(compute);
+  if (!any_cast) return call(inputs, training);
+  std::vector<Tensor> cast_inputs = inputs;
+  for (Tensor& input : cast_inputs) {
+    if (needs_cast(input)) input = cast(input, compute);
+  }
+  return call(cast_inputs, training);
+}
 
 LayerImpl::~LayerImpl() = default;
 
@@ -199,7 +219,7 @@ std::vector<Tensor> Layer::operator()(const std::vector<Tensor>& inputs, bool tr
                             error.hint());
     }
   }
-  return impl_->call(inputs, training);
+  return impl_->call_with_policy(inputs, training);
 }
 
 KerasTensor Layer::operator()(const KerasTensor& input) const { return (*this)(std::vector<KerasTensor>{input}); }

@@ -972,7 +972,14 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
 
 Layer layer_from_config(const std::string& class_name, const nlohmann::json& config) {
   try {
-    return make_from_config(class_name, config);
+    Layer layer = make_from_config(class_name, config);
+    // Mixed precision per layer: dtype_policy: mixed_float16 (Keras 3 writes {"class_name": "DTypePolicy", ...}).
+    if (config.contains("dtype_policy") && !config["dtype_policy"].is_null()) {
+      const nlohmann::json& policy = config["dtype_policy"];
+      layer->dtype_policy = DTypePolicy::named(policy.is_object() ? policy.at("config").at("name").get<std::string>()
+                                                                  : policy.get<std::string>());
+    }
+    return layer;
   } catch (const nlohmann::json::exception& error) {
     throw InvalidArgument(fmt::format("{} config {}: {}", class_name, config.dump(), error.what()));
   }

@@ -116,11 +116,17 @@ std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs, bool tr
     for (const KerasTensor& input : node->inputs) {
       args.push_back(values.at(input.node().get())[static_cast<size_t>(input.output_index())]);
     }
-    values[node.get()] = node->layer->call(args, training);
+    values[node.get()] = node->layer->call_with_policy(args, training);
   }
   std::vector<Tensor> results;
   for (const KerasTensor& output : state.outputs) {
-    results.push_back(values.at(output.node().get())[static_cast<size_t>(output.output_index())]);
+    Tensor result = values.at(output.node().get())[static_cast<size_t>(output.output_index())];
+    // Mixed precision: the last layers' outputs (and so the loss) are f32.
+    const DType dtype = result.dtype();
+    if (output.node()->layer->dtype_policy.is_mixed() && (dtype == DType::kF16 || dtype == DType::kBF16)) {
+      result = cast(result, DType::kF32);
+    }
+    results.push_back(std::move(result));
   }
   return results;
 }

@@ -7,6 +7,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/ops/op_profile.h"
+#include "nimbus/ops/precision.h"
 
 namespace nimbus {
 
@@ -84,6 +85,13 @@ void run_kernel(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> 
 std::vector<Tensor> call_op(const OpSchema& op, std::span<const Tensor> inputs, const Attrs& attrs, Device device) {
   DispatchState& s = state();
   check_inputs(op, inputs, device);
+  // Mixed precision: under an AutocastScope the op's precision rule may cast inputs first (before
+  // tracing, so graphs record the casts; before the observers, so tapes differentiate through them).
+  std::vector<Tensor> cast_inputs;
+  if (autocast_dtype() != DType::kF32 && !inputs.empty()) {
+    cast_inputs = autocast_inputs(op, inputs, autocast_dtype());
+    if (!cast_inputs.empty()) inputs = cast_inputs;
+  }
   std::vector<Tensor> outputs;
   if (s.interceptor != nullptr) {
     outputs = s.interceptor->intercept(op, inputs, attrs, device);

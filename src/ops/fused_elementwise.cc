@@ -79,9 +79,10 @@ void reference_fused(KernelContext& ctx) {
   }
 }
 
-const bool kFusedReference = register_kernel(
-    "fused_elementwise",
-    {.name = kReferenceKernel, .dtypes = {DType::kF32, DType::kF64, DType::kBool}, .fn = reference_fused});
+const bool kFusedReference =
+    register_kernel("fused_elementwise", {.name = kReferenceKernel,
+                                          .dtypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kBool},
+                                          .fn = reference_fused});
 
 }  // namespace
 

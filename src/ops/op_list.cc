@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "nimbus/ops/precision.h"
 #include "nimbus/ops/registry.h"
 
 namespace nimbus {
@@ -21,9 +22,10 @@ std::string op_list_markdown() {
   std::string out =
       "# Ops\n\n"
       "Generated from the op registry by `nimbus ops` (a test checks that this file is current).\n"
-      "Dtypes are those of the CPU reference kernel; kernels are listed in the order dispatch tries them.\n\n"
-      "| op | kind | what it computes | dtypes | gradient | CPU kernels |\n"
-      "|---|---|---|---|---|---|\n";
+      "Dtypes are those of the CPU reference kernel; kernels are listed in the order dispatch tries them.\n"
+      "Precision is the op's mixed-precision rule (ops/precision.h, docs/mixed_precision.md).\n\n"
+      "| op | kind | what it computes | dtypes | gradient | precision | CPU kernels |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const OpSchema* op : OpRegistry::global().ops()) {
     std::vector<std::string_view> dtypes;
     for (DType dtype : op->reference_dtypes()) dtypes.push_back(dtype_name(dtype));
@@ -35,9 +37,11 @@ std::string op_list_markdown() {
       }
     }
     std::stable_partition(kernels.begin(), kernels.end(), [](const std::string& k) { return k != kReferenceKernel; });
-    out += fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", op->name, op_kind_name(op->kind),
+    const std::optional<PrecisionRule> rule = precision_rule(op->name);
+    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", op->name, op_kind_name(op->kind),
                        escape_cell(op->summary), fmt::join(dtypes, ", "),
-                       op->differentiable ? "yes" : "not differentiable", fmt::join(kernels, ", "));
+                       op->differentiable ? "yes" : "not differentiable", rule ? precision_rule_name(*rule) : "none",
+                       fmt::join(kernels, ", "));
   }
   return out;
 }

@@ -118,6 +118,11 @@ void Trainer::save_checkpoint(const std::string& path) const {
   metadata["elapsed_microseconds"] = std::to_string(std::llround(position_.elapsed_seconds * 1e6));
   metadata["rng_seed"] = std::to_string(generator.seed());
   metadata["rng_offset"] = std::to_string(generator.offset());
+  if (loss_scale_) {
+    tensors.emplace_back("loss_scale/scale", loss_scale_->variable().value());
+    metadata["loss_scale_good_steps"] = std::to_string(loss_scale_->good_steps());
+    metadata["loss_scale_skipped_steps"] = std::to_string(loss_scale_->skipped_steps());
+  }
   metadata["checksum"] = checksum(tensors, metadata);
   write_safetensors(path, tensors, metadata);
 }
@@ -178,6 +183,12 @@ TrainingPosition Trainer::restore_checkpoint(const std::string& path) {
     variable.assign(file.tensors.at(optimizer_names[i]));
   }
   for (size_t m = 0; m < metrics.size(); ++m) metrics[m]->set_totals(std::move(totals[m]));
+  // A checkpoint without a loss scale (a float32 run) leaves this trainer's as it starts.
+  if (loss_scale_ && file.tensors.count("loss_scale/scale") != 0) {
+    loss_scale_->restore(file.tensors.at("loss_scale/scale").item<double>(),
+                         metadata_integer(file.metadata, "loss_scale_good_steps", path),
+                         metadata_integer(file.metadata, "loss_scale_skipped_steps", path));
+  }
   default_generator().set_state(static_cast<uint64_t>(metadata_integer(file.metadata, "rng_seed", path)),
                                 static_cast<uint64_t>(metadata_integer(file.metadata, "rng_offset", path)));
   position_ = position;

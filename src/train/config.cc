@@ -120,6 +120,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.jit", {Kind::kBool, true}},
       {"runtime.seed", {Kind::kInt, nullptr}},
       {"runtime.deterministic", {Kind::kBool, false}},
+      {"runtime.precision", {Kind::kString, "float32"}},
       {"runtime.memory", {Kind::kObject, nullptr}},
       {"runtime.memory.mode", {Kind::kString, "growth"}},
       {"runtime.memory.fraction", {Kind::kNumber, 0.9}},
@@ -331,7 +332,8 @@ void check_layers(const Json& config, const Source& source) {
     const nn::Layer layer = nn::layer_from_config(class_name, arguments);
     const Json known = layer->get_config();
     for (const auto& [key, value] : arguments.items()) {
-      if (!known.contains(key) && key != "inbound") {  // inbound: the functional form (nn::model_from_layer_list)
+      // inbound: the functional form (nn::model_from_layer_list); dtype_policy: any layer's (layer_from_config).
+      if (!known.contains(key) && key != "inbound" && key != "dtype_policy") {
         std::vector<std::string> names;
         for (const auto& [name, v] : known.items()) names.push_back(name);
         throw InvalidArgument(fmt::format("{}: layer {} ({}) has no argument '{}'",
@@ -458,7 +460,30 @@ void configure_runtime_from_config(const nlohmann::json& config) {
   configure_memory_from_config(config);
 }
 
+namespace {
+// The config's runtime.precision as the global dtype policy while its model's layers are made
+// (each layer keeps the policy it was made under); the previous policy comes back after.
+class ConfigPolicyScope {
+ public:
+  explicit ConfigPolicyScope(const nlohmann::json& config) : previous_(nn::global_policy()) {
+    const std::string name = config.at("runtime").value("precision", std::string("float32"));
+    try {
+      nn::set_global_policy(name);
+    } catch (const InvalidArgument& error) {
+      throw InvalidArgument("runtime.precision: " + error.message(), error.hint());
+    }
+  }
+  ~ConfigPolicyScope() { nn::set_global_policy(previous_); }
+  ConfigPolicyScope(const ConfigPolicyScope&) = delete;
+  ConfigPolicyScope& operator=(const ConfigPolicyScope&) = delete;
+
+ private:
+  nn::DTypePolicy previous_;
+};
+}  // namespace
+
 nn::Model model_from_train_config(const nlohmann::json& config) {
+  const ConfigPolicyScope policy(config);
   const Json& model_section = config.at("model");
   nn::Model model = [&]() -> nn::Model {
     if (model_section.contains("class_name")) return nn::model_from_config(model_section);

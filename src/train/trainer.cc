@@ -175,6 +175,11 @@ Trainer::Trainer(nn::Model model, CompileOptions options)
   for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss.name()));
   for (const auto& metric : options_.metric_objects) metrics_.push_back(metric);
   loss_mean_ = Mean("loss");
+  const std::vector<nn::Layer> layers = model_.layers();
+  const bool f16 = std::any_of(layers.begin(), layers.end(),
+                               [](const nn::Layer& layer) { return layer->dtype_policy.needs_loss_scaling(); });
+  if (options_.loss_scale || f16)
+    loss_scale_ = std::make_unique<DynamicLossScale>(options_.loss_scale.value_or(LossScaleOptions{}));
 }
 
 Trainer::~Trainer() = default;
@@ -187,6 +192,7 @@ Trainer::Trainer(Trainer&& other) noexcept
       metrics_(std::move(other.metrics_)),
       loss_mean_(std::move(other.loss_mean_)),
       steps_(std::make_unique<Steps>()),
+      loss_scale_(std::move(other.loss_scale_)),
       position_(other.position_),
       profiler_(std::move(other.profiler_)) {
   steps_->train_traces_before = other.train_step_traces();
@@ -265,7 +271,7 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
           const Tensor regularization = model_.regularization_loss();
           if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
           weighted = parts == 1 ? loss : loss * (double(sizes[k]) / double(batch));
-          grads = tape.gradient(weighted, vars);
+          grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
         }
         for (size_t i = 0; i < grads.size(); ++i) {
           if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
@@ -273,12 +279,22 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
         loss_total = loss_total.defined() ? loss_total + weighted : weighted;
         add_into(statistics, metric_statistics(metrics_, yk, pred, steps_->statistic_counts));
       }
+      // Loss scaling: unscale in f32, and apply the update only when every gradient is finite.
+      Tensor finite;
+      if (loss_scale_) {
+        const Tensor inverse = 1.0 / loss_scale_->variable().value();
+        for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
+        finite = all_finite(gradients);
+      }
       {
         auto span = profiler_->span(monitor::Span::kOptimizerUpdate);
+        std::optional<ConditionalUpdateScope> skip_on_overflow;
+        if (finite.defined()) skip_on_overflow.emplace(finite);
         options_.optimizer->apply_gradients(gradients, vars);
       }
       std::vector<Tensor> outputs = {loss_total};
       outputs.insert(outputs.end(), statistics.begin(), statistics.end());
+      if (finite.defined()) outputs.push_back(finite);  // last: accumulate_step reads only the statistics
       return outputs;
     };
     steps_->train.emplace(function(
@@ -289,7 +305,9 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
 
 std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
                                             std::optional<bool> graph, std::optional<bool> jit) {
-  return train_step(x, y, accumulation, graph, jit)({x, y});
+  std::vector<Tensor> outputs = train_step(x, y, accumulation, graph, jit)({x, y});
+  if (loss_scale_) loss_scale_->update(outputs.back().item<bool>());
+  return outputs;
 }
 
 const TracedGraph& Trainer::trace_train_step(const Tensor& x, const Tensor& y, int64_t gradient_accumulation,
@@ -436,6 +454,7 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
         accumulate_step(outputs, batch_size);
         step_loss = outputs[0].item<double>();
       }
+      if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
       last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
       position_.steps_in_epoch = step + 1;
       ++position_.global_step;

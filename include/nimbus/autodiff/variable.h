@@ -44,6 +44,21 @@ class Variable {
   std::shared_ptr<State> state_;
 };
 
+// While alive, assigns on this thread take effect only where `condition` (a bool scalar tensor,
+// possibly symbolic) is true: each becomes assign(v, where(condition, new_value, v)). Dynamic loss
+// scaling wraps the optimizer's update in one, so a step with an inf or NaN gradient changes no
+// weight, slot or step counter (Keras's LossScaleOptimizer skips the update the same way).
+class ConditionalUpdateScope {
+ public:
+  explicit ConditionalUpdateScope(Tensor condition);
+  ~ConditionalUpdateScope();
+  ConditionalUpdateScope(const ConditionalUpdateScope&) = delete;
+  ConditionalUpdateScope& operator=(const ConditionalUpdateScope&) = delete;
+
+ private:
+  Tensor previous_;
+};
+
 // What a live variable's tensor belongs to (graph dumps name captured
 // variables, and graph cost counts trainable ones as parameters).
 struct VariableInfo {

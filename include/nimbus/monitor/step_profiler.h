@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -67,6 +68,9 @@ struct StepRecord {
   std::array<int64_t, kNumSpans> first_start_ns{};
   int64_t samples = 0;
   double loss = 0;
+  // Mixed precision's dynamic loss scale after this step, and the steps skipped so far (when on).
+  std::optional<double> loss_scale;
+  int64_t skipped_steps = 0;
 
   double seconds() const { return double(end_ns - start_ns) * 1e-9; }
 };
@@ -94,6 +98,8 @@ class StepProfiler {
   void begin_step(int epoch, int64_t step);
   // Ends the step begun last (a broken invariant when none is open) and calls the observers.
   void end_step(int64_t samples, double loss);
+  // Records the loss scale into the running step (the trainer calls it before end_step when it scales).
+  void set_loss_scale(double scale, int64_t skipped_steps);
   bool in_step() const { return in_step_; }
   // The open step as recorded so far (its closed spans); training thread only.
   const StepRecord& current_step() const { return current_; }

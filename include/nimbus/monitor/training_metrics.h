@@ -42,6 +42,8 @@ class TrainingMetrics {
   Histogram& step_seconds_;
   Gauge& loss_;
   Gauge& epoch_;
+  Gauge& loss_scale_;
+  Counter& skipped_steps_;
   std::array<Gauge*, kNumMemoryTags> memory_by_tag_{};
   Gauge& memory_reserved_;
   Gauge& memory_peak_;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "nimbus/autodiff/variable.h"
+#include "nimbus/nn/dtype_policy.h"
 #include "nimbus/nn/initializers.h"
 #include "nimbus/tensor/tensor.h"
 
@@ -88,6 +89,11 @@ class LayerImpl {
 
   // Frozen layers keep their weights out of trainable_weights (Keras's layer.trainable = False).
   bool trainable = true;
+  // Mixed precision (nn/dtype_policy.h): the global policy when the layer was made, unless set.
+  DTypePolicy dtype_policy;
+  // call() under dtype_policy: floating inputs cast to its compute dtype, the ops under an
+  // AutocastScope. Models and Layer handles call layers through it.
+  std::vector<Tensor> call_with_policy(const std::vector<Tensor>& inputs, bool training);
 
  protected:
   Variable add_weight(const std::string& weight_name, const Shape& shape, const Initializer& initializer,

@@ -41,6 +41,7 @@
 
 #include "nimbus/monitor/step_profiler.h"
 #include "nimbus/nn/model.h"
+#include "nimbus/train/loss_scale.h"
 #include "nimbus/train/losses.h"
 #include "nimbus/train/metrics.h"
 #include "nimbus/train/optimizers.h"
@@ -92,6 +93,9 @@ struct CompileOptions {
   std::vector<std::string> metrics{};
   // Metric objects besides the named ones.
   std::vector<std::shared_ptr<Metric>> metric_objects{};
+  // Dynamic loss scaling (loss_scale.h): on with these options when given, else on with the
+  // defaults when a layer computes in f16 (mixed_float16), else off.
+  std::optional<LossScaleOptions> loss_scale{};
 };
 
 struct FitOptions {
@@ -158,6 +162,8 @@ class Trainer {
 
   const nn::Model& model() const { return model_; }
   Optimizer& optimizer() { return *options_.optimizer; }
+  // The dynamic loss scale, or null when the trainer does not scale the loss.
+  DynamicLossScale* loss_scale() const { return loss_scale_.get(); }
   // The metric names in log order: "loss" first.
   std::vector<std::string> metric_names() const;
   // Training checkpoints (checkpoint.cc; format in docs/training.md): safetensors files, written
@@ -228,6 +234,7 @@ class Trainer {
   std::vector<std::shared_ptr<Metric>> metrics_;
   std::shared_ptr<Metric> loss_mean_;
   std::unique_ptr<Steps> steps_;
+  std::unique_ptr<DynamicLossScale> loss_scale_;
   TrainingPosition position_;
   std::unique_ptr<monitor::StepProfiler> profiler_;
 };

@@ -208,11 +208,12 @@ void fused_kernel(KernelContext& ctx) {
 }
 
 // Above the reference kernel (which runs whole tensors op by op).
-const bool kRegistered = register_kernel("fused_elementwise", {.name = "blocked",
-                                                               .device = DeviceType::kCPU,
-                                                               .dtypes = {DType::kF32, DType::kBool},
-                                                               .priority = 50,
-                                                               .fn = fused_kernel});
+const bool kRegistered =
+    register_kernel("fused_elementwise", {.name = "blocked",
+                                          .device = DeviceType::kCPU,
+                                          .dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kBool},
+                                          .priority = 50,
+                                          .fn = fused_kernel});
 
 }  // namespace
 }  // namespace nimbus::cpu

@@ -18,12 +18,15 @@
 namespace nimbus::graph {
 namespace {
 
-bool fusible_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBool; }
+// f16 and bf16 join so that mixed precision's casts fuse with the ops around them (no pass of their own).
+bool fusible_dtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kBool;
+}
 
 bool fusible(const Node& node, const Graph& graph) {
   if (node.removed || node.kind != NodeKind::kOp) return false;
   const OpSchema& op = *node.op;
-  if (op.kind != OpKind::kElementwise || op.has_side_effects || op.output_aliases_input || op.name == "cast" ||
+  if (op.kind != OpKind::kElementwise || op.has_side_effects || op.output_aliases_input ||
       &op == &fused_elementwise_op() || node.outputs.size() != 1 || !fusible_dtype(node.outputs[0].dtype)) {
     return false;
   }
