@@ -349,6 +349,7 @@ void fill_defaults(Json& config) {
       const std::string parent = rest.substr(0, rest.find('.'));
       if (!config[section].contains(parent) || !config[section][parent].is_object()) continue;
       Json& object = config[section][parent];
+      if (is_pipeline_split(object)) continue;  // the pipeline form's defaults live in data_config.cc
       const std::string key = rest.substr(rest.find('.') + 1);
       if (!object.contains(key)) object[key] = spec.fallback;
       continue;

@@ -344,6 +344,11 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
                             fmt::format("a {} source takes {}", source, fmt::join(kSourceKeys.at(source), ", ")));
     }
   }
+  if (split.contains("scale")) {
+    throw InvalidArgument(fmt::format("{}: {}.scale is the IDX shorthand's; a pipeline scales in its steps",
+                                      where(section + ".scale"), section),
+                          "e.g. steps: [{convert_dtype: {dtype: float32, scale: 0.00392156862745098}}]");
+  }
   for (const char* key : {"images", "labels", "files", "columns", "header", "delimiter", "compression", "features"}) {
     const std::vector<std::string>& allowed = kSourceKeys.at(source);
     if (split.contains(key) && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {

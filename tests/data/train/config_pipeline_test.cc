@@ -97,6 +97,8 @@ TEST(DataConfig, UnknownSourceFeatureKeyAndComponentAreNamed) {
   EXPECT_THAT(config_error(std::string(kTfrecordData) + "    x: pixels\n"), HasSubstr("valid: image, label"));
   EXPECT_THAT(config_error("data:\n  train: {source: idx, images: a, labels: b, files: c}\n"),
               HasSubstr("data.train.files does not apply to source idx"));
+  EXPECT_THAT(config_error("data:\n  train: {source: idx, images: a, labels: b, scale: 0.5}\n"),
+              HasSubstr("data.train.scale is the IDX shorthand's"));
 }
 
 TEST(DataConfig, AutotuneAndFilePatternsOverride) {
@@ -105,6 +107,7 @@ TEST(DataConfig, AutotuneAndFilePatternsOverride) {
                                     "data.train.num_parallel_calls=2"});
   EXPECT_EQ(config["data"]["train"]["files"], "/data/train-*.tfrecord.gz");
   EXPECT_EQ(config["data"]["train"]["prefetch"], "autotune");
+  EXPECT_FALSE(config["data"]["train"].contains("scale"));  // the IDX shorthand's default stays out
   EXPECT_THAT(config_error(kTfrecordData, {"data.train.prefetch=fast"}), HasSubstr("an integer or autotune"));
 }
 
