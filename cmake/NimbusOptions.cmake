@@ -5,6 +5,8 @@ option(NIMBUS_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
 # (src/device/cuda/); needs the CUDA toolkit. The CUDA backend will build here too.
 option(NIMBUS_CUDA "Build the CUDA sources in src/device/cuda (needs the CUDA toolkit)" OFF)
 option(NIMBUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+# The libFuzzer targets in fuzz/ (clang only: the `fuzz` preset).
+option(NIMBUS_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/" OFF)
 
 # x86-64-v3 (AVX2, FMA, F16C) is the baseline of every cloud CPU we target;
 # oneDNN picks wider instruction sets itself at run time.

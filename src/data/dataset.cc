@@ -153,6 +153,12 @@ Iterator Dataset::iterator() const {
   return Iterator(std::make_unique<detail::IteratorState>(node_, random_seed(), node_->iterations++));
 }
 
+Iterator Dataset::iterator(uint64_t seed, uint64_t iteration) const {
+  // Unseeded random nodes draw from the base seed alone: mixing in the iteration gives each one
+  // another order.
+  return Iterator(std::make_unique<detail::IteratorState>(node_, detail::mix_seed(seed, iteration), iteration));
+}
+
 std::vector<Element> Dataset::collect() const {
   if (cardinality() == kInfiniteCardinality) throw InvalidArgument("collect: the dataset is infinite");
   std::vector<Element> out;

@@ -61,6 +61,25 @@ class IdxReader {
 
   uint64_t offset() const { return offset_; }
 
+  // Fails, as read() would, when `bytes` more cannot come from the file: all that is left of a plain
+  // file, or for gzip the compressed size times deflate's largest expansion (1032:1). So a header
+  // claiming gigabytes is refused before they are allocated. Call after the first read.
+  void check_available(uint64_t bytes, const std::string& what) {
+    const uint64_t file_bytes = std::filesystem::file_size(path_);
+    const bool plain = gzdirect(file_) != 0;
+    const uint64_t available = plain ? (file_bytes > offset_ ? file_bytes - offset_ : 0) : file_bytes * 1032;
+    if (bytes <= available) return;
+    if (plain) {
+      throw DataError(fmt::format("IDX file '{}' is truncated: {} needs {} bytes at byte offset {}, the file ends at "
+                                  "byte {}",
+                                  path_, what, bytes, offset_, file_bytes),
+                      "the download or copy was cut short, or the header is corrupt; fetch the file again");
+    }
+    throw DataError(fmt::format("IDX file '{}': {} needs {} bytes, more than its {} compressed bytes can hold", path_,
+                                what, bytes, file_bytes),
+                    "the header is corrupt, or the file was cut short; fetch the file again");
+  }
+
  private:
   std::string path_;
   gzFile file_ = nullptr;
@@ -114,6 +133,13 @@ Tensor read_idx(const std::string& path) {
     reader.read(dim, 4, fmt::format("dimension {}", i).c_str());
     shape.push_back(big_endian_u32(dim));
   }
+  // The element bytes, saturating: u32 dimensions can overflow 64 bits.
+  uint64_t bytes = type->width;
+  for (int64_t dim : shape.to_vector()) {
+    const auto d = static_cast<uint64_t>(dim);
+    bytes = d != 0 && bytes > UINT64_MAX / d ? UINT64_MAX : bytes * d;
+  }
+  reader.check_available(bytes, fmt::format("shape {}", shape.to_string()));
   const size_t count = static_cast<size_t>(shape.numel());
   std::vector<unsigned char> raw(count * type->width);
   reader.read(raw.data(), raw.size(), fmt::format("{} elements of shape {}", count, shape.to_string()).c_str());

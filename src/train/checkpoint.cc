@@ -62,7 +62,8 @@ TrainingPosition position_of(const std::map<std::string, std::string>& metadata,
           .global_step = metadata_integer(metadata, "global_step", path),
           .shuffle_seed = static_cast<uint64_t>(metadata_integer(metadata, "shuffle_seed", path)),
           .samples = metadata_integer(metadata, "samples", path),
-          .elapsed_seconds = static_cast<double>(metadata_integer(metadata, "elapsed_microseconds", path)) * 1e-6};
+          .elapsed_seconds = static_cast<double>(metadata_integer(metadata, "elapsed_microseconds", path)) * 1e-6,
+          .input_iterator = metadata.count("input_iterator") ? metadata.at("input_iterator") : std::string()};
 }
 
 // The file's tensors in file order, after its format and checksum are checked.
@@ -87,6 +88,7 @@ FitOptions Trainer::resumed(FitOptions options, const TrainingPosition& position
   options.initial_epoch = position.epochs_done;
   options.initial_step = position.steps_in_epoch;
   options.seed = position.shuffle_seed;
+  options.initial_input_iterator = position.input_iterator;
   return options;
 }
 
@@ -123,6 +125,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
     metadata["loss_scale_good_steps"] = std::to_string(loss_scale_->good_steps());
     metadata["loss_scale_skipped_steps"] = std::to_string(loss_scale_->skipped_steps());
   }
+  if (!position_.input_iterator.empty()) metadata["input_iterator"] = position_.input_iterator;
   metadata["checksum"] = checksum(tensors, metadata);
   write_safetensors(path, tensors, metadata);
 }

@@ -1,6 +1,7 @@
 #include "nimbus/train/config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/nn/layers.h"
@@ -17,6 +19,7 @@
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
 #include "nimbus/train/checkpoint.h"
+#include "nimbus/train/data_config.h"
 #include "nimbus/train/memory_check.h"
 #include "nimbus/train/run_directory.h"
 #include "nimbus/train/trainer.h"
@@ -39,7 +42,10 @@ enum class Kind {
   kStringOrObject,
   kList,
   kObject,
-  kFrequency
+  kFrequency,
+  kIntOrAutotune,
+  kPatterns,
+  kBoolOrString
 };
 
 const char* kind_name(Kind kind) {
@@ -56,6 +62,9 @@ const char* kind_name(Kind kind) {
     case Kind::kList: return "a list";
     case Kind::kObject: return "a mapping";
     case Kind::kFrequency: return "epoch or a number of steps (an integer >= 1)";
+    case Kind::kIntOrAutotune: return "an integer or autotune";
+    case Kind::kPatterns: return "a glob pattern or a list of them";
+    case Kind::kBoolOrString: return "a boolean or a file name";
   }
   return "";
 }
@@ -65,10 +74,36 @@ struct KeySpec {
   Json fallback;  // null: optional without default
 };
 
+// `keys` and the pipeline form's keys of data.train and data.validation (data_config.h), whose
+// free-form parts (features, columns, steps, augment) data_config.cc checks.
+std::map<std::string, KeySpec> with_pipeline_keys(std::map<std::string, KeySpec> keys) {
+  const std::pair<const char*, Kind> pipeline_keys[] = {{"source", Kind::kString},
+                                                        {"files", Kind::kPatterns},
+                                                        {"compression", Kind::kString},
+                                                        {"features", Kind::kObject},
+                                                        {"columns", Kind::kList},
+                                                        {"header", Kind::kBool},
+                                                        {"delimiter", Kind::kString},
+                                                        {"steps", Kind::kList},
+                                                        {"augment", Kind::kList},
+                                                        {"cache", Kind::kBoolOrString},
+                                                        {"shuffle", Kind::kInt},
+                                                        {"seed", Kind::kInt},
+                                                        {"x", Kind::kPatterns},
+                                                        {"y", Kind::kString},
+                                                        {"drop_remainder", Kind::kBool},
+                                                        {"prefetch", Kind::kIntOrAutotune},
+                                                        {"num_parallel_calls", Kind::kIntOrAutotune}};
+  for (const char* split : {"data.train.", "data.validation."}) {
+    for (const auto& [key, kind] : pipeline_keys) keys[std::string(split) + key] = {kind, nullptr};
+  }
+  return keys;
+}
+
 // Every key the schema knows, by dotted path. Sections (model, compile, data, fit, runtime, and the
 // optimizer, loss and data maps) are the prefixes of these.
 const std::map<std::string, KeySpec>& schema() {
-  static const std::map<std::string, KeySpec> keys = {
+  static const std::map<std::string, KeySpec> keys = with_pipeline_keys({
       {"model.name", {Kind::kString, nullptr}},
       {"model.input_shape", {Kind::kIntList, nullptr}},
       {"model.input_dtype", {Kind::kString, "float32"}},
@@ -100,6 +135,8 @@ const std::map<std::string, KeySpec>& schema() {
       {"compile.loss.from_logits", {Kind::kBool, nullptr}},
       {"compile.loss.label_smoothing", {Kind::kNumber, nullptr}},
       {"compile.metrics", {Kind::kStringList, Json::array()}},
+      // data.train and data.validation: the IDX shorthand {images, labels, scale}, or the pipeline
+      // form (data_config.h, keys added below) whose free-form parts data_config.cc checks.
       {"data.train", {Kind::kObject, nullptr}},
       {"data.train.images", {Kind::kString, nullptr}},
       {"data.train.labels", {Kind::kString, nullptr}},
@@ -131,7 +168,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"checkpoint.save_best", {Kind::kBool, true}},
       {"checkpoint.monitor", {Kind::kString, nullptr}},
       {"tensorboard.update_freq", {Kind::kFrequency, "epoch"}},
-  };
+  });
   return keys;
 }
 
@@ -169,6 +206,19 @@ std::vector<std::string> known_paths() {
   std::vector<std::string> paths;
   for (const auto& [path, spec] : schema()) paths.push_back(path);
   return paths;
+}
+
+// "valid keys under data.train: augment, cache, ...": the schema's keys beside `path`.
+std::string keys_beside(const std::string& path) {
+  const std::string parent = path.substr(0, path.rfind('.') == std::string::npos ? 0 : path.rfind('.'));
+  if (parent.empty()) return "";
+  std::vector<std::string> siblings;
+  for (const auto& [known, spec] : schema()) {
+    if (known.starts_with(parent + ".") && known.find('.', parent.size() + 1) == std::string::npos) {
+      siblings.push_back(known.substr(parent.size() + 1));
+    }
+  }
+  return siblings.empty() ? "" : fmt::format("valid keys under {}: {}", parent, fmt::join(siblings, ", "));
 }
 
 // YAML -> JSON, remembering each path's line for messages.
@@ -234,6 +284,9 @@ bool matches(const Json& value, Kind kind) {
     case Kind::kList: return value.is_array();
     case Kind::kObject: return value.is_object();
     case Kind::kFrequency: return value == "epoch" || (value.is_number_integer() && value.get<int64_t>() >= 1);
+    case Kind::kIntOrAutotune: return value.is_number_integer() || value == "autotune";
+    case Kind::kPatterns: return value.is_string() || matches(value, Kind::kStringList);
+    case Kind::kBoolOrString: return value.is_boolean() || value.is_string();
   }
   return false;
 }
@@ -244,7 +297,7 @@ void check(const Json& value, const std::string& path, const Source& source) {
     const auto it = schema().find(path);
     if (it == schema().end()) {
       throw InvalidArgument(fmt::format("{}: unknown key '{}'", source.where(path), path),
-                            fmt::format("did you mean '{}'?", closest(path, known_paths())));
+                            fmt::format("did you mean '{}'? {}", closest(path, known_paths()), keys_beside(path)));
     }
     if (!value.is_null() && !matches(value, it->second.kind)) {
       throw InvalidArgument(
@@ -252,7 +305,7 @@ void check(const Json& value, const std::string& path, const Source& source) {
     }
     // Free-form parts: the model's layers (checked against each layer's arguments) and Keras configs.
     if (path == "model.layers" || path == "model.config" || path == "model.build_config" ||
-        path == "model.compile_config" || !value.is_object()) {
+        path == "model.compile_config" || path.ends_with(".features") || !value.is_object()) {
       return;
     }
   } else if (!value.is_object()) {
@@ -297,6 +350,7 @@ void fill_defaults(Json& config) {
       const std::string parent = rest.substr(0, rest.find('.'));
       if (!config[section].contains(parent) || !config[section][parent].is_object()) continue;
       Json& object = config[section][parent];
+      if (is_pipeline_split(object)) continue;  // the pipeline form's defaults live in data_config.cc
       const std::string key = rest.substr(rest.find('.') + 1);
       if (!object.contains(key)) object[key] = spec.fallback;
       continue;
@@ -395,6 +449,44 @@ std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
   return get_optimizer(name, options.value("learning_rate", 1e-3));  // the error lists the names
 }
 
+// A pipeline split's (x, y), every batch joined: validation data as fit(x, y) and evaluate take it.
+std::pair<Tensor, Tensor> collect_pipeline(const Json& split, const std::string& section) {
+  const uint64_t seed = runtime_options().seed.value_or(0);
+  std::vector<Tensor> xs, ys;
+  data::Iterator batches = dataset_from_config(split, section, 256, seed).iterator(seed, 0);
+  while (auto batch = batches.next()) {
+    xs.push_back((*batch)[0]);
+    ys.push_back((*batch)[1]);
+  }
+  if (xs.empty()) throw DataError(fmt::format("{}: the pipeline yields no data", section));
+  return {concat(xs, 0), concat(ys, 0)};
+}
+
+// data.train as fit takes it: the IDX shorthand's tensors, or the pipeline with its first batch (the
+// shapes that the memory check and the model's build need).
+struct TrainingData {
+  Tensor x, y;
+  std::optional<data::Dataset> pipeline;
+};
+
+TrainingData training_data(const Json& config, const nn::Model& model) {
+  const Json& split = config.at("data").at("train");
+  if (!is_pipeline_split(split)) {
+    auto [x, y] = load_idx_split(split, model, "data.train");
+    return {x, y, std::nullopt};
+  }
+  const Json& batch_size = config.at("fit").at("batch_size");
+  if (!batch_size.is_number_integer()) {
+    throw InvalidArgument("fit.batch_size: auto needs the IDX form of data.train (a pipeline batches as it is built)",
+                          "give fit.batch_size a number");
+  }
+  const uint64_t seed = runtime_options().seed.value_or(0);
+  data::Dataset pipeline = dataset_from_config(split, "data.train", batch_size.get<int64_t>(), seed);
+  std::optional<data::Element> first = pipeline.iterator(seed, 0).next();
+  if (!first) throw DataError("data.train: the pipeline yields no batch");
+  return {(*first)[0], (*first)[1], pipeline};
+}
+
 }  // namespace
 
 Loss loss_from_config(const nlohmann::json& spec) {
@@ -424,11 +516,17 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
   if (!config.contains("model")) throw InvalidArgument(fmt::format("{}: no model section", source_name));
   if (!config.contains("data") || !config["data"].contains("train")) {
     throw InvalidArgument(fmt::format("{}: no data.train section", source_name),
-                          "data.train: {images: FILE, labels: FILE} (IDX files)");
+                          "data.train: {images: FILE, labels: FILE} (IDX files), or a pipeline with a source "
+                          "(docs/data.md)");
   }
   fill_defaults(config);
   for (const char* split : {"train", "validation"}) {
     if (!config["data"].contains(split)) continue;
+    const std::string section = std::string("data.") + split;
+    if (is_pipeline_split(config["data"][split])) {
+      check_pipeline_split(config["data"][split], section, [&](const std::string& path) { return source.where(path); });
+      continue;
+    }
     for (const char* key : {"images", "labels"}) {
       if (!config["data"][split].contains(key)) {
         throw InvalidArgument(
@@ -505,6 +603,7 @@ Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
                                          const std::string& section) {
+  if (is_pipeline_split(split)) return collect_pipeline(split, section);
   const Tensor images = load_idx_images(split, model);
   const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
   if (images.dim(0) != labels.dim(0)) {
@@ -516,6 +615,7 @@ std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::
 }
 
 Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
+  if (is_pipeline_split(split)) return collect_pipeline(split, "data").first;
   return load_images(split, input_shape_of(model));
 }
 
@@ -526,7 +626,9 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   if (fit_section.at("verbose").get<int>() > 0) out << model.summary_string();
 
   const Json& data = config.at("data");
-  const auto [x_train, y_train] = load_idx_split(data.at("train"), model, "data.train");
+  const TrainingData train_data = training_data(config, model);
+  const Tensor& x_train = train_data.x;
+  const Tensor& y_train = train_data.y;
   FitOptions fit;
   fit.epochs = fit_section.at("epochs").get<int>();
   fit.shuffle = fit_section.at("shuffle").get<bool>();
@@ -582,11 +684,17 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
     const Json fields = monitor::step_line_fields(trainer.profiler().current_step(), device);
     for (const auto& [name, value] : fields.items()) line[name] = value;
   });
+  const std::string oom_checkpoint = run.path() + "/oom_checkpoint.safetensors";
   const History history =
-      fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, run.path() + "/oom_checkpoint.safetensors");
+      train_data.pipeline
+          ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, x_train.device(), fit, config, oom_checkpoint)
+          : fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, oom_checkpoint);
   Json extra = {{"micro_batch", memory.micro_batch()},
                 {"gradient_accumulation", memory.gradient_accumulation},
                 {"memory", memory.to_json()}};
+  // What the input pipeline did in the last epoch: per node, parallelism and buffers (AUTOTUNE's
+  // choices, with why), busy and wait times.
+  if (!history.input_pipeline_stats.empty()) extra["input_pipeline"] = Json::parse(history.input_pipeline_stats);
   extra.update(monitor::summary_fields(trainer.profiler().totals()));
   Json summary = run.finish(history, trainer, extra);
   monitor.finish();

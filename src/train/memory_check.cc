@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -300,14 +301,17 @@ int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t bat
   return step.micro_batch;
 }
 
-History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
-                                    const nlohmann::json& config, const std::string& checkpoint_path) {
+namespace {
+
+// `fit` with runtime.memory.trim_between_epochs applied, and a checkpoint written on OutOfMemory.
+History fit_saving(Trainer& trainer, Device device, FitOptions options, const nlohmann::json& config,
+                   const std::string& checkpoint_path, const std::function<History(const FitOptions&)>& fit) {
   const Json& runtime = config.at("runtime");
   const bool trim = runtime.contains("memory") && runtime["memory"].value("trim_between_epochs", false);
-  auto epochs = std::make_shared<MemoryEpochCallback>(trim, x.device());
+  auto epochs = std::make_shared<MemoryEpochCallback>(trim, device);
   options.callbacks.push_back(epochs);
   try {
-    return trainer.fit(x, y, options);
+    return fit(options);
   } catch (const OutOfMemory& error) {
     std::string saved;
     try {
@@ -320,6 +324,20 @@ History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Ten
     }
     throw OutOfMemory(error.message(), error.hint() + "; " + saved);
   }
+}
+
+}  // namespace
+
+History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
+                                    const nlohmann::json& config, const std::string& checkpoint_path) {
+  return fit_saving(trainer, x.device(), std::move(options), config, checkpoint_path,
+                    [&](const FitOptions& o) { return trainer.fit(x, y, o); });
+}
+
+History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, Device device, FitOptions options,
+                                    const nlohmann::json& config, const std::string& checkpoint_path) {
+  return fit_saving(trainer, device, std::move(options), config, checkpoint_path,
+                    [&](const FitOptions& o) { return trainer.fit(dataset, o); });
 }
 
 }  // namespace nimbus::train

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "batch_source.h"
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
 #include "nimbus/device/runtime.h"
@@ -376,6 +377,18 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
   check_data(x, y, "fit");
   if (options.batch_size < 1)
     throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
+  TensorBatches batches(x, y, options.batch_size, options.shuffle);
+  return fit_batches(batches, options);
+}
+
+History Trainer::fit(const data::Dataset& dataset, const FitOptions& options) {
+  DatasetBatches batches(dataset, options.initial_input_iterator);
+  return fit_batches(batches, options);
+}
+
+History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+  if (options.batch_size < 1)
+    throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
   const int64_t accumulation = options.gradient_accumulation;
   if (accumulation < 1) {
     throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
@@ -388,10 +401,10 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
                                     : fmt::format("use batch_size {}", accumulation));
   }
   if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
-  const int64_t samples = x.dim(0);
-  int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
-  if (options.steps_per_epoch) steps = std::min(steps, *options.steps_per_epoch);
-  params = {.epochs = options.epochs, .steps = steps, .verbose = options.verbose};
+  // -1: a pipeline whose length only its end tells (params.steps is then learnt in the first epoch).
+  int64_t steps = batches.batches_per_epoch();
+  if (options.steps_per_epoch) steps = steps < 0 ? *options.steps_per_epoch : std::min(steps, *options.steps_per_epoch);
+  params = {.epochs = options.epochs, .steps = std::max<int64_t>(steps, 0), .verbose = options.verbose};
   stop_training = false;
 
   std::ostream& out = options.output ? *options.output : std::cout;
@@ -401,7 +414,7 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
   callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
 
   const uint64_t seed = options.seed.value_or(runtime_options().seed.value_or(0));
-  if (options.initial_step < 0 || options.initial_step > steps) {
+  if (options.initial_step < 0 || (steps >= 0 && options.initial_step > steps)) {
     throw InvalidArgument(
         fmt::format("fit: initial_step {} is outside the epoch's {} steps", options.initial_step, steps));
   }
@@ -416,7 +429,6 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
                .elapsed_seconds = continues ? position_.elapsed_seconds : 0};
   const double elapsed_before = position_.elapsed_seconds;
   interrupt_training = false;
-  std::vector<int64_t> order(static_cast<size_t>(samples));
   History history;
   const auto start = Clock::now();
   Clock::time_point measured_start;
@@ -425,28 +437,22 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
   for (auto& callback : callbacks) callback->on_train_begin(*this);
   for (int epoch = options.initial_epoch + 1; epoch <= options.epochs && !stop_training; ++epoch) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
-    std::iota(order.begin(), order.end(), 0);
-    if (options.shuffle) {
-      std::seed_seq seq{seed, static_cast<uint64_t>(epoch)};
-      std::mt19937_64 rng(seq);
-      std::shuffle(order.begin(), order.end(), rng);
-    }
     // A resumed epoch keeps the metric totals its checkpoint restored.
     const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
+    batches.begin_epoch(epoch, seed, first_step);
     if (first_step == 0) reset_metrics();
-    for (int64_t step = first_step; step < steps && !stop_training && !interrupt_training; ++step) {
+    int64_t step = first_step;
+    for (; (steps < 0 || step < steps) && !stop_training && !interrupt_training; ++step) {
       const auto step_start = Clock::now();
-      const auto begin = order.begin() + step * options.batch_size;
-      const auto end = order.begin() + std::min(samples, (step + 1) * options.batch_size);
-      const std::vector<int64_t> indices(begin, end);
-      const auto batch_size = static_cast<int64_t>(indices.size());
       profiler_->begin_step(epoch, step);
-      Tensor x_batch, y_batch;
+      std::optional<std::pair<Tensor, Tensor>> batch;
       {
         auto span = profiler_->span(monitor::Span::kInputWait);
-        x_batch = gather_rows(x, indices);
-        y_batch = gather_rows(y, indices);
+        batch = batches.next();
       }
+      if (!batch) break;  // the pipeline ended the epoch (the next begin_step drops the open record)
+      const auto& [x_batch, y_batch] = *batch;
+      const int64_t batch_size = x_batch.dim(0);
       double step_loss = 0;
       {
         auto span = profiler_->span(monitor::Span::kCompute);
@@ -457,6 +463,7 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
       last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
       position_.steps_in_epoch = step + 1;
+      position_.input_iterator = batches.position();
       ++position_.global_step;
       position_.samples += batch_size;
       position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
@@ -473,10 +480,12 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
       }
       profiler_->end_step(batch_size, step_loss);
     }
+    history.input_pipeline_stats = batches.stats_json();
     if (interrupt_training) {
       history.interrupted = true;
       break;
     }
+    if (params.steps == 0) params.steps = step;  // learnt from the pipeline's end
     Logs logs = current_logs("");
     if (options.validation_data) {
       // Training's arena and evaluation's take turns rather than adding up.
@@ -495,6 +504,7 @@ History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options
     history.epochs.push_back(epoch);
     position_.epochs_done = epoch;
     position_.steps_in_epoch = 0;
+    position_.input_iterator.clear();
     position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
     for (auto& callback : callbacks) callback->on_epoch_end(*this, epoch, logs);
   }

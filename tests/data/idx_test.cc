@@ -102,6 +102,40 @@ TEST_F(IdxTest, TruncatedHeaderAndBadMagicAreDataErrors) {
   EXPECT_THROW(read_idx(path("type.idx")), DataError);
 }
 
+// Found by fuzz_idx (fuzz/): a header whose shape claims terabytes. It must be refused before
+// anything that size is allocated, plain or gzip, and dimensions whose product overflows too.
+TEST_F(IdxTest, HeaderClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
+  // i16 elements, rank 2: 0xf8f8f800 x 0x00000200 dimensions, then 19 bytes (the fuzzer's input).
+  const std::vector<unsigned char> huge = {0,    0, 0x0b, 2, 0xf8, 0xf8, 0xf8, 0, 0, 0, 2,    0,    0,   0xff,
+                                           0xff, 0, 2,    0, 2,    0xff, 0xff, 0, 2, 1, 0x2c, 0xfe, 0x70};
+  write_bytes("huge.idx", huge);
+  try {
+    read_idx(path("huge.idx"));
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("is truncated: shape [4177065984, 512] needs 4277315567616 bytes at byte "
+                                         "offset 12, the file ends at byte 27"),
+              std::string::npos)
+        << e.what();
+  }
+  // Rank 8 of 0xffffffff each: 2^256 elements, more than 64 bits can count.
+  std::vector<unsigned char> overflow = {0, 0, 0x08, 8};
+  for (int i = 0; i < 32; ++i) overflow.push_back(0xff);
+  write_bytes("overflow.idx", overflow);
+  EXPECT_THROW(read_idx(path("overflow.idx")), DataError);
+  // Gzip: the limit is deflate's largest expansion of the compressed bytes.
+  const std::vector<unsigned char> header = {0, 0, 0x08, 1, 0x40, 0, 0, 0};  // 1 GiB of u8 claimed
+  gzFile gz = gzopen(path("huge.idx.gz").c_str(), "wb");
+  gzwrite(gz, header.data(), static_cast<unsigned>(header.size()));
+  gzclose(gz);
+  try {
+    read_idx(path("huge.idx.gz"));
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("compressed bytes can hold"), std::string::npos) << e.what();
+  }
+}
+
 TEST(IdxFashionMnist, DebianPackageFilesHaveTheKnownShapes) {
   const std::string dir = kFashionMnistDir;
   const Tensor images = read_idx(dir + "/t10k-images-idx3-ubyte.gz");

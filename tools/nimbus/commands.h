@@ -10,6 +10,7 @@ namespace nimbus::cli {
 // Runs a parsed subcommand; returns the process's exit status.
 using Command = std::function<int()>;
 
+Command add_data_command(CLI::App& app);
 Command add_dmon_command(CLI::App& app);
 Command add_doctor_command(CLI::App& app);
 Command add_evaluate_command(CLI::App& app);

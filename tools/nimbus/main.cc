@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   // One line per subcommand; each one's options and code live in tools/nimbus/<name>_command.cc.
   // clang-format off
   const std::map<std::string, nimbus::cli::Command> commands = {
+      {"data", nimbus::cli::add_data_command(app)},
       {"dmon", nimbus::cli::add_dmon_command(app)},
       {"doctor", nimbus::cli::add_doctor_command(app)},
       {"evaluate", nimbus::cli::add_evaluate_command(app)},

@@ -166,6 +166,11 @@ class Dataset {
 
   // A new iteration. Iterators of one dataset are independent.
   Iterator iterator() const;
+  // Iteration number `iteration` of this dataset with base seed `seed` (for
+  // random nodes without their own seed): the same elements in every process,
+  // whatever iterators were made before. The trainer makes epoch e's iterator
+  // as iteration e - 1, so a resumed run reshuffles as the first one did.
+  Iterator iterator(uint64_t seed, uint64_t iteration) const;
 
   // Runs the whole dataset on the caller's thread; for tests and small data.
   std::vector<Element> collect() const;

@@ -86,5 +86,8 @@ int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t bat
 // when it can and rethrows with the checkpoint named in the hint.
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path);
+// The same for trainer.fit(dataset); `device` is where the batches go.
+History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, Device device, FitOptions options,
+                                    const nlohmann::json& config, const std::string& checkpoint_path);
 
 }  // namespace nimbus::train

@@ -51,6 +51,10 @@ class Function;
 struct TracedGraph;
 }  // namespace nimbus
 
+namespace nimbus::data {
+class Dataset;
+}  // namespace nimbus::data
+
 namespace nimbus::train {
 
 // Keras metric names -> values ("loss", "accuracy", "val_loss", ...).
@@ -67,6 +71,9 @@ struct TrainingPosition {
   // Since the run began, over every fit that continued it (time between processes left out).
   int64_t samples = 0;
   double elapsed_seconds = 0;
+  // Fitting from a data::Dataset: its iterator's position (Iterator::save), so a resume continues
+  // with exactly the batches an uninterrupted run would have seen. Empty for fit(x, y).
+  std::string input_iterator{};
 };
 
 // Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
@@ -114,6 +121,9 @@ struct FitOptions {
   // Steps of epoch initial_epoch + 1 already done (resuming mid-epoch): fit skips that many batches
   // of the epoch's order and keeps the epoch's metrics as restore_checkpoint left them.
   int64_t initial_step = 0;
+  // fit(dataset) resuming mid-epoch: the iterator position the checkpoint recorded
+  // (TrainingPosition::input_iterator); empty: replay the epoch's first initial_step batches.
+  std::string initial_input_iterator{};
   // 0 silent, 1 progress bar, 2 one line per epoch.
   int verbose = 1;
   // Override runtime.graph / runtime.jit for this fit.
@@ -143,6 +153,9 @@ struct History {
   // Training samples per second after the first 20 steps (after the first step in runs of
   // 20 steps or fewer), so tracing and warm-up are left out.
   double samples_per_sec = 0;
+  // fit(dataset): the last epoch's input pipeline statistics (data::Iterator::stats_json: what
+  // AUTOTUNE chose per node, buffer fill, waits); empty for fit(x, y).
+  std::string input_pipeline_stats{};
 };
 
 class Trainer {
@@ -153,6 +166,12 @@ class Trainer {
   Trainer& operator=(Trainer&&) = delete;
 
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  // Fits from an input pipeline whose elements are (x, y) batches (batch_size is the pipeline's;
+  // shuffle is the pipeline's too). An epoch is one pass over the dataset, or steps_per_epoch
+  // batches; epoch e iterates it as Dataset::iterator(seed, e - 1), so runs with one seed see the
+  // same batches, and checkpoints record the iterator's position. The wait for each batch is the
+  // step profiler's input_wait span.
+  History fit(const data::Dataset& dataset, const FitOptions& options = {});
   // Loss and metrics over (x, y), by Keras name.
   Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
   // The model's outputs for x, batch by batch, joined (inference mode).
@@ -204,6 +223,9 @@ class Trainer {
   // Where fit's steps go: every step records its spans here (monitor/step_profiler.h).
   monitor::StepProfiler& profiler() { return *profiler_; }
 
+  // Where fit's batches come from (batch_source.h).
+  class BatchSource;
+
   bool stop_training = false;
   // Set during an epoch (SIGTERM): fit returns after the current step and leaves the epoch
   // unfinished (no validation, no on_epoch_end), so a checkpoint of position() resumes it.
@@ -217,6 +239,7 @@ class Trainer {
 
  private:
   struct Steps;
+  History fit_batches(BatchSource& batches, const FitOptions& options);
   Function& train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                        std::optional<bool> jit);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,

@@ -1,0 +1,60 @@
+// The pipeline form of a `nimbus train` config's data.train / data.validation section: a source,
+// map steps from a fixed vocabulary of image and tensor ops, cache, shuffle, augmentation, batch
+// and prefetch, built into a data::Dataset of (x, y) batches that Trainer::fit(dataset) trains on.
+//
+//   data:
+//     train:
+//       source: tfrecord                       # idx | csv | tfrecord | files
+//       files: shards/train-*.tfrecord.gz      # a glob pattern or a list of them
+//       features: {image: {type: bytes}, label: {type: int64}}
+//       steps:                                 # per element, before cache and shuffle
+//         - decode_raw: {dtype: uint8, shape: [28, 28, 1]}
+//         - convert_dtype: {dtype: float32, scale: 0.00392156862745098}
+//       cache: true                            # memory; or a file name (reused by later runs)
+//       shuffle: 10000                         # buffer size; seeded by `seed` or runtime.seed
+//       augment:                               # per element, after shuffle: random ops
+//         - random_flip: {}
+//       x: image                               # the model's input: a name, or names of scalars to stack
+//       y: label
+//       num_parallel_calls: autotune           # the maps' parallelism (the default)
+//       prefetch: autotune                     # batches read ahead (the default); 0: none
+//       drop_remainder: false                  # the batch size is fit.batch_size
+//
+// Sources and the names of their elements' components:
+//   idx        images: FILE, labels: FILE          -> image, label
+//   csv        files, columns: [{name: type}, ...], header, delimiter -> the column names
+//   tfrecord   files, compression (auto: by .gz/.zlib suffix), features: {name: {type: bytes|int64|float,
+//              shape: [...], default: ..., var_len: false}} -> the feature names (others in the records are ignored)
+//   files      files (e.g. "photos/*/*.jpg")   -> image (the file's bytes), label (index of the file's
+//              folder among the sorted folder names), path
+// Map ops (each `- op: {arguments}`, on component `feature`, default image): decode_raw {dtype, shape},
+// decode_image {channels}, reshape {shape}, convert_dtype {dtype, scale}, normalize {mean, std},
+// resize {height, width}; under augment also random_crop {height, width} and random_flip {}.
+// A random op's seed is mixed from the split's seed, the op's place and the element's index after
+// shuffle, so the pipeline stays deterministic (and restorable) under parallel maps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nimbus/data/dataset.h"
+
+namespace nimbus::train {
+
+// True when the split names a `source` (the pipeline form); false: the IDX shorthand {images, labels, scale}.
+bool is_pipeline_split(const nlohmann::json& split);
+
+// Checks a pipeline split's free-form parts (source, features, columns, steps, augment, x, y):
+// an unknown name is an InvalidArgument naming its key path (data.train.steps[1].random_crop.hieght)
+// with `where(path)` (the file and line), and listing the valid names.
+void check_pipeline_split(const nlohmann::json& split, const std::string& section,
+                          const std::function<std::string(const std::string&)>& where);
+
+// The split's pipeline: elements are (x, y) batches of batch_size. `seed` seeds shuffle and the
+// random ops unless the split gives its own `seed`.
+data::Dataset dataset_from_config(const nlohmann::json& split, const std::string& section, int64_t batch_size,
+                                  uint64_t seed);
+
+}  // namespace nimbus::train

@@ -1,0 +1,45 @@
+// nimbus data to-tfrecord: Fashion-MNIST's IDX files to gzip-compressed TFRecord shards of
+// tf.train.Example (image: the 784 raw u8 pixels as bytes, label: int64), which
+// examples/fashion_mnist_tfrecord.yaml trains from (docs/data.md).
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "nimbus/data/idx.h"
+#include "nimbus/data/idx_to_tfrecord.h"
+
+namespace nimbus::cli {
+
+Command add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data", "input data tools");
+  data->require_subcommand(1);
+  CLI::App* to_tfrecord =
+      data->add_subcommand("to-tfrecord", "convert Fashion-MNIST's IDX files to TFRecord shards of tf.train.Example");
+  struct Arguments {
+    std::string source_dir = data::kFashionMnistDir, output_dir;
+    int shards = 4;
+  };
+  auto arguments = std::make_shared<Arguments>();
+  to_tfrecord->add_option("--source-dir", arguments->source_dir, "the IDX files' folder")->capture_default_str();
+  to_tfrecord->add_option("-o,--output-dir", arguments->output_dir, "where the shards go")->required();
+  to_tfrecord->add_option("--shards", arguments->shards, "shards per split")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  return [arguments] {
+    // train-images-idx3-ubyte.gz -> OUT/train-0000k-of-0000N.tfrecord.gz; t10k -> OUT/test-...
+    for (const auto& [idx_name, split] : {std::pair{"train", "train"}, std::pair{"t10k", "test"}}) {
+      const std::string dir = arguments->source_dir;
+      const auto shards = data::idx_to_tfrecord(fmt::format("{}/{}-images-idx3-ubyte.gz", dir, idx_name),
+                                                fmt::format("{}/{}-labels-idx1-ubyte.gz", dir, idx_name),
+                                                fmt::format("{}/{}", arguments->output_dir, split), arguments->shards);
+      std::cout << fmt::format("nimbus data to-tfrecord: wrote {} shards: {} ... {}\n", shards.size(), shards.front(),
+                               shards.back());
+    }
+    return 0;
+  };
+}
+
+}  // namespace nimbus::cli
