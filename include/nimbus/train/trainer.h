@@ -50,6 +50,10 @@ class Function;
 struct TracedGraph;
 }  // namespace nimbus
 
+namespace nimbus::distribute {
+class Strategy;
+}  // namespace nimbus::distribute
+
 namespace nimbus::train {
 
 // Keras metric names -> values ("loss", "accuracy", "val_loss", ...).
@@ -92,6 +96,9 @@ struct CompileOptions {
   std::vector<std::string> metrics{};
   // Metric objects besides the named ones.
   std::vector<std::shared_ptr<Metric>> metric_objects{};
+  // Where the train step's replicas run (distribute/strategy.h); null: one device, as OneDevice().
+  // fit's batch_size is the global batch, split evenly over the replicas in sync.
+  std::shared_ptr<distribute::Strategy> strategy{};
 };
 
 struct FitOptions {
@@ -208,6 +215,13 @@ class Trainer {
 
  private:
   struct Steps;
+  // The other local replicas of a Mirrored strategy (replicated_step.cc); replica 0 is this trainer.
+  struct Replicas;
+  Function make_train_function(const nn::Model& model, const std::shared_ptr<Optimizer>& optimizer,
+                               int64_t accumulation, bool primary, std::optional<bool> graph, std::optional<bool> jit,
+                               const Tensor& x, const Tensor& y);
+  std::vector<Tensor> run_replicated_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                                std::optional<bool> graph, std::optional<bool> jit);
   Function& train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                        std::optional<bool> jit);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
@@ -226,6 +240,7 @@ class Trainer {
   std::unique_ptr<Steps> steps_;
   TrainingPosition position_;
   std::unique_ptr<monitor::StepProfiler> profiler_;
+  std::unique_ptr<Replicas> replicas_;
 };
 
 inline Trainer compile(nn::Model model, CompileOptions options) {
