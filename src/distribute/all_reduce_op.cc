@@ -29,8 +29,8 @@ const OpSchema& kAllReduce = define_op({
           return outputs;
         },
     .differentiable = false,
-    // It talks to the other replicas: never folded, merged or moved past another collective.
-    .has_side_effects = true,
+    // Not has_side_effects (which means "writes input 0"): it writes only its outputs. Passes keep
+    // the program order, so every replica runs its collectives in the same order.
 });
 
 void all_reduce_kernel(KernelContext& ctx) {
