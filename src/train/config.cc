@@ -14,6 +14,7 @@
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/runtime.h"
+#include "nimbus/distribute/strategy.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/elementwise.h"
@@ -163,6 +164,11 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.memory.fraction", {Kind::kNumber, 0.9}},
       {"runtime.memory.limit", {Kind::kSize, nullptr}},
       {"runtime.memory.trim_between_epochs", {Kind::kBool, false}},
+      {"runtime.strategy", {Kind::kObject, nullptr}},
+      {"runtime.strategy.type", {Kind::kString, "one_device"}},
+      {"runtime.strategy.devices", {Kind::kStringList, nullptr}},
+      {"runtime.strategy.collective_timeout", {Kind::kNumber, 600}},
+      {"runtime.strategy.bucket_size", {Kind::kSize, "25MiB"}},
       {"checkpoint.save_freq", {Kind::kFrequency, "epoch"}},
       {"checkpoint.max_to_keep", {Kind::kInt, 3}},
       {"checkpoint.save_best", {Kind::kBool, true}},
@@ -596,9 +602,13 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
 
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
   const Json& compile_section = config.at("compile");
-  return compile(std::move(model), {.optimizer = make_optimizer(compile_section.at("optimizer")),
-                                    .loss = loss_from_config(compile_section.at("loss")),
-                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>()});
+  const Json& runtime = config.at("runtime");
+  return compile(std::move(model),
+                 {.optimizer = make_optimizer(compile_section.at("optimizer")),
+                  .loss = loss_from_config(compile_section.at("loss")),
+                  .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
+                  .strategy = distribute::strategy_from_config(runtime.value("strategy", Json()),
+                                                               runtime.at("threads").get<int>(), "config")});
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,

@@ -190,6 +190,7 @@ class SGDOptimizer : public Optimizer {
       : Optimizer("SGD", options.learning_rate, {options.clipnorm, options.global_clipnorm}), options_(options) {
     if (options.momentum < 0 || options.momentum > 1) throw InvalidArgument("SGD: momentum must be in [0, 1]");
   }
+  std::shared_ptr<Optimizer> clone() const override { return std::make_shared<SGDOptimizer>(options_); }
 
  protected:
   void build_slots(size_t, const Variable& variable) override {
@@ -217,6 +218,7 @@ class AdamOptimizer : public Optimizer {
   AdamOptimizer(std::string name, const AdamWOptions& options)
       : Optimizer(std::move(name), options.learning_rate, {options.clipnorm, options.global_clipnorm}),
         options_(options) {}
+  std::shared_ptr<Optimizer> clone() const override { return std::make_shared<AdamOptimizer>(name(), options_); }
 
  protected:
   void build_slots(size_t, const Variable& variable) override {
@@ -247,6 +249,7 @@ class RMSpropOptimizer : public Optimizer {
  public:
   explicit RMSpropOptimizer(const RMSpropOptions& options)
       : Optimizer("RMSprop", options.learning_rate, {options.clipnorm, options.global_clipnorm}), options_(options) {}
+  std::shared_ptr<Optimizer> clone() const override { return std::make_shared<RMSpropOptimizer>(options_); }
 
  protected:
   void build_slots(size_t, const Variable& variable) override {

@@ -15,9 +15,12 @@
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
 #include "nimbus/device/runtime.h"
+#include "nimbus/distribute/all_reduce.h"
+#include "nimbus/distribute/strategy.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
+#include "replicated_step.h"
 
 namespace nimbus::train {
 
@@ -55,14 +58,6 @@ std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
   std::vector<int64_t> sizes;
   for (int64_t k = 0; k < parts; ++k) sizes.push_back(total / parts + (k < total % parts ? 1 : 0));
   return sizes;
-}
-
-// Rows [begin, begin + count) of x.
-Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) {
-  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0), size(static_cast<size_t>(x.rank()), -1);
-  start[0] = begin;
-  size[0] = count;
-  return slice(x, start, size);
 }
 
 void check_data(const Tensor& x, const Tensor& y, const char* what) {
@@ -155,6 +150,7 @@ struct Trainer::Steps {
   struct Key {
     std::optional<bool> graph, jit;
     int64_t accumulation = 1;
+    bool replicated = false;  // traced inside a strategy's replica (takes its share, all-reduces)
     bool operator==(const Key&) const = default;
   };
   std::optional<Function> train, test, predict;
@@ -238,75 +234,94 @@ void ensure_model_built(const nn::Model& model, const Tensor& x) {
 
 }  // namespace
 
+Function Trainer::make_train_function(const nn::Model& model, const std::shared_ptr<Optimizer>& optimizer,
+                                      int64_t accumulation, bool primary, std::optional<bool> graph,
+                                      std::optional<bool> jit, const Tensor& x, const Tensor& y) {
+  // `primary`: this process's first replica (the trainer's own model), which records spans and statistic counts.
+  auto body = [this, model, optimizer, accumulation, primary](const std::vector<Tensor>& in) {
+    const distribute::ReplicaContext* replica = distribute::current_replica();
+    // Under a strategy each replica takes its share of the global batch; losses are weighted by
+    // the share of the global batch so that the replicas' sum is the global batch's mean.
+    const int64_t global_batch = in[0].dim(0);
+    const auto [xb, yb] = replica_share(in[0], in[1], replica);
+    const int64_t batch = xb.dim(0);
+    const int64_t parts = std::min(accumulation, batch);
+    const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
+    const std::vector<Variable> vars = model.trainable_weights();
+    std::vector<Tensor> gradients(vars.size());
+    Tensor loss_total;
+    std::vector<Tensor> statistics;
+    std::vector<size_t> statistic_counts;
+    int64_t begin = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
+      const Tensor xk = parts == 1 ? xb : rows_of(xb, begin, sizes[k]);
+      const Tensor yk = parts == 1 ? yb : rows_of(yb, begin, sizes[k]);
+      begin += sizes[k];
+      Tensor pred, weighted;
+      std::vector<Tensor> grads;
+      {
+        GradientTape tape;
+        pred = model(xk, true);
+        Tensor loss = options_.loss(yk, pred);
+        const Tensor regularization = model.regularization_loss();
+        if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
+        weighted = sizes[k] == global_batch ? loss : loss * (double(sizes[k]) / double(global_batch));
+        grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
+      }
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
+      }
+      loss_total = loss_total.defined() ? loss_total + weighted : weighted;
+      add_into(statistics, metric_statistics(metrics_, yk, pred, statistic_counts));
+    }
+    if (primary) steps_->statistic_counts = statistic_counts;
+    // One all-reduce per bucket, after the last micro-batch only.
+    if (replica) gradients = distribute::all_reduce_gradients(gradients, replica->bucket_bytes);
+    // Loss scaling: unscale in f32, and apply the update only when every gradient is finite (the
+    // all-reduced gradients are the same on every replica, so all of them decide alike).
+    Tensor finite;
+    if (loss_scale_) {
+      const Tensor inverse = 1.0 / loss_scale_->variable().value();
+      for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
+      finite = all_finite(gradients);
+    }
+    {
+      std::optional<monitor::StepProfiler::Scope> span;
+      if (primary) span.emplace(profiler_.get(), monitor::Span::kOptimizerUpdate);
+      std::optional<ConditionalUpdateScope> skip_on_overflow;
+      if (finite.defined()) skip_on_overflow.emplace(finite);
+      optimizer->apply_gradients(gradients, vars);
+    }
+    std::vector<Tensor> outputs = {loss_total};
+    outputs.insert(outputs.end(), statistics.begin(), statistics.end());
+    if (replica) outputs = sum_over_replicas(outputs);
+    if (finite.defined()) outputs.push_back(finite);  // last: accumulate_step reads only the statistics
+    return outputs;
+  };
+  return function(
+      body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
+}
+
 Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                               std::optional<bool> jit) {
   if (accumulation < 1) throw InvalidArgument(fmt::format("gradient_accumulation must be >= 1, got {}", accumulation));
   ensure_model_built(model_, x);
   options_.optimizer->build(model_.trainable_weights());
-  const Steps::Key key{graph, jit, accumulation};
+  const Steps::Key key{graph, jit, accumulation, distribute::current_replica() != nullptr};
   if (!steps_->train || !(steps_->train_key == key)) {
     if (steps_->train) steps_->train_traces_before += steps_->train->trace_count();
     steps_->train_key = key;
-    auto body = [this, accumulation](const std::vector<Tensor>& in) {
-      const Tensor& xb = in[0];
-      const Tensor& yb = in[1];
-      const int64_t batch = xb.dim(0);
-      const int64_t parts = std::min(accumulation, batch);
-      const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
-      const std::vector<Variable> vars = model_.trainable_weights();
-      std::vector<Tensor> gradients(vars.size());
-      Tensor loss_total;
-      std::vector<Tensor> statistics;
-      int64_t begin = 0;
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
-        const Tensor xk = parts == 1 ? xb : rows_of(xb, begin, sizes[k]);
-        const Tensor yk = parts == 1 ? yb : rows_of(yb, begin, sizes[k]);
-        begin += sizes[k];
-        Tensor pred, weighted;
-        std::vector<Tensor> grads;
-        {
-          GradientTape tape;
-          pred = model_(xk, true);
-          Tensor loss = options_.loss(yk, pred);
-          const Tensor regularization = model_.regularization_loss();
-          if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
-          weighted = parts == 1 ? loss : loss * (double(sizes[k]) / double(batch));
-          grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
-        }
-        for (size_t i = 0; i < grads.size(); ++i) {
-          if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
-        }
-        loss_total = loss_total.defined() ? loss_total + weighted : weighted;
-        add_into(statistics, metric_statistics(metrics_, yk, pred, steps_->statistic_counts));
-      }
-      // Loss scaling: unscale in f32, and apply the update only when every gradient is finite.
-      Tensor finite;
-      if (loss_scale_) {
-        const Tensor inverse = 1.0 / loss_scale_->variable().value();
-        for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
-        finite = all_finite(gradients);
-      }
-      {
-        auto span = profiler_->span(monitor::Span::kOptimizerUpdate);
-        std::optional<ConditionalUpdateScope> skip_on_overflow;
-        if (finite.defined()) skip_on_overflow.emplace(finite);
-        options_.optimizer->apply_gradients(gradients, vars);
-      }
-      std::vector<Tensor> outputs = {loss_total};
-      outputs.insert(outputs.end(), statistics.begin(), statistics.end());
-      if (finite.defined()) outputs.push_back(finite);  // last: accumulate_step reads only the statistics
-      return outputs;
-    };
-    steps_->train.emplace(function(
-        body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})}));
+    steps_->train.emplace(make_train_function(model_, options_.optimizer, accumulation, true, graph, jit, x, y));
   }
   return *steps_->train;
 }
 
 std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
                                             std::optional<bool> graph, std::optional<bool> jit) {
-  std::vector<Tensor> outputs = train_step(x, y, accumulation, graph, jit)({x, y});
+  std::vector<Tensor> outputs = options_.strategy && options_.strategy->num_replicas_in_sync() > 1
+                                    ? run_replicated_train_step(x, y, accumulation, graph, jit)
+                                    : train_step(x, y, accumulation, graph, jit)({x, y});
   if (loss_scale_) loss_scale_->update(outputs.back().item<bool>());
   return outputs;
 }
@@ -393,13 +408,20 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   if (accumulation < 1) {
     throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
   }
-  if (options.batch_size % accumulation != 0) {
-    const int64_t lower = options.batch_size / accumulation * accumulation;
-    throw InvalidArgument(fmt::format("fit: batch_size {} is not divisible by gradient_accumulation {}",
-                                      options.batch_size, accumulation),
-                          lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + accumulation)
-                                    : fmt::format("use batch_size {}", accumulation));
+  // Each replica's micro-batch is batch_size / (gradient_accumulation * replicas).
+  const int64_t replicas = options_.strategy ? options_.strategy->num_replicas_in_sync() : 1;
+  const int64_t parts = accumulation * replicas;
+  if (options.batch_size % parts != 0) {
+    const int64_t lower = options.batch_size / parts * parts;
+    const std::string divisor = replicas == 1
+                                    ? fmt::format("gradient_accumulation {}", accumulation)
+                                    : fmt::format("gradient_accumulation {} x {} replicas", accumulation, replicas);
+    throw InvalidArgument(fmt::format("fit: batch_size {} is not divisible by {}", options.batch_size, divisor),
+                          lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + parts)
+                                    : fmt::format("use batch_size {}", parts));
   }
+  // Replicas take replica 0's variables (a restored checkpoint's, say) before this fit's first step.
+  if (replicas_) replicas_->synced = false;
   if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
   // -1: a pipeline whose length only its end tells (params.steps is then learnt in the first epoch).
   int64_t steps = batches.batches_per_epoch();

@@ -26,6 +26,11 @@ NIMBUS_OP_CASES(shape_basic) {
 
 namespace nimbus::testing {
 
+NIMBUS_OP_CASES(all_reduce) {
+  // Outside a replica the op is the identity; tests/distribute runs it across replicas.
+  add_op_case({.name = "all_reduce_bucket", .op = "all_reduce", .inputs = {{{3, 4}}, {{5}}}});
+}
+
 NIMBUS_OP_CASES(one_hot) {
   add_op_case({.name = "one_hot_i64",
                .op = "one_hot",

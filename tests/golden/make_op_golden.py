@@ -733,6 +733,7 @@ NO_TORCH_EQUIVALENT = {
     "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",
     "dropout_mask": "its bits come from a Philox stream, not torch's generators; nn_ops_test.cc checks the rate, "
                     "the 1 / (1 - rate) scale and reproducibility",
+    "all_reduce": "a collective between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()

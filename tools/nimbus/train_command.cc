@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "nimbus/distribute/multi_worker.h"
 #include "nimbus/monitor/run_monitor.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/train/config.h"
@@ -57,8 +58,19 @@ Command add_train_command(CLI::App& app, const int& threads) {
     if (arguments->config_path.empty()) {
       throw InvalidArgument("nimbus train: no config", "nimbus train CONFIG.yaml, or --resume RUN_DIR");
     }
-    const nlohmann::json summary =
-        train::run_config(train::load_config(arguments->config_path, arguments->overrides), std::cout, options);
+    const nlohmann::json config = train::load_config(arguments->config_path, arguments->overrides);
+    // Under mpirun with multi_worker_mirrored every worker runs this: rank 0 prints, writes the run
+    // directory and --summary; worker r writes RUN_DIR/worker-r and serves /metrics on port + r.
+    const nlohmann::json strategy = config.at("runtime").value("strategy", nlohmann::json());
+    const int worker =
+        strategy.is_object() && strategy.value("type", "") == "multi_worker_mirrored" ? distribute::launcher_rank() : 0;
+    std::ofstream discarded;  // opened on no file: what the other workers would print goes nowhere
+    if (worker > 0) {
+      options.run_dir += fmt::format("/worker-{}", worker);
+      if (monitoring->metrics_port && *monitoring->metrics_port > 0) *monitoring->metrics_port += worker;
+    }
+    const nlohmann::json summary = train::run_config(config, worker == 0 ? std::cout : discarded, options);
+    if (worker > 0) return 0;
     if (!arguments->summary_path.empty()) {
       std::ofstream out(arguments->summary_path);
       if (!out) throw NotFound(fmt::format("{}: cannot write the summary", arguments->summary_path));

@@ -105,6 +105,9 @@ class Optimizer {
   // "momentum", ...) in creation order, for checkpoints.
   std::vector<Variable> variables() const;
 
+  // A new, unbuilt optimizer with the same settings (each replica of a Mirrored strategy has one).
+  virtual std::shared_ptr<Optimizer> clone() const = 0;
+
   // Clipping as configured; exposed for tests.
   std::vector<Tensor> clip_gradients(const std::vector<Tensor>& gradients) const;
 

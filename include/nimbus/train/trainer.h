@@ -54,6 +54,9 @@ struct TracedGraph;
 namespace nimbus::data {
 class Dataset;
 }  // namespace nimbus::data
+namespace nimbus::distribute {
+class Strategy;
+}  // namespace nimbus::distribute
 
 namespace nimbus::train {
 
@@ -103,6 +106,9 @@ struct CompileOptions {
   // Dynamic loss scaling (loss_scale.h): on with these options when given, else on with the
   // defaults when a layer computes in f16 (mixed_float16), else off.
   std::optional<LossScaleOptions> loss_scale{};
+  // Where the train step's replicas run (distribute/strategy.h); null: one device, as OneDevice().
+  // fit's batch_size is the global batch, split evenly over the replicas in sync.
+  std::shared_ptr<distribute::Strategy> strategy{};
 };
 
 struct FitOptions {
@@ -240,6 +246,13 @@ class Trainer {
  private:
   struct Steps;
   History fit_batches(BatchSource& batches, const FitOptions& options);
+  // The other local replicas of a Mirrored strategy (replicated_step.cc); replica 0 is this trainer.
+  struct Replicas;
+  Function make_train_function(const nn::Model& model, const std::shared_ptr<Optimizer>& optimizer,
+                               int64_t accumulation, bool primary, std::optional<bool> graph, std::optional<bool> jit,
+                               const Tensor& x, const Tensor& y);
+  std::vector<Tensor> run_replicated_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                                std::optional<bool> graph, std::optional<bool> jit);
   Function& train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                        std::optional<bool> jit);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
@@ -260,6 +273,7 @@ class Trainer {
   std::unique_ptr<DynamicLossScale> loss_scale_;
   TrainingPosition position_;
   std::unique_ptr<monitor::StepProfiler> profiler_;
+  std::unique_ptr<Replicas> replicas_;
 };
 
 inline Trainer compile(nn::Model model, CompileOptions options) {

@@ -8,6 +8,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/device/bfc_allocator.h"
+#include "nimbus/device/logical_devices.h"
 #include "nimbus/device/runtime.h"
 
 namespace nimbus {
@@ -42,11 +43,13 @@ class CpuStream final : public Stream {
 class CpuBackend final : public Backend {
  public:
   DeviceType type() const override { return DeviceType::kCPU; }
-  int device_count() const override { return 1; }
+  // One unless the CPU was split into logical devices (logical_devices.h); they share one allocator.
+  int device_count() const override { return logical_cpu_device_count(); }
 
   std::string describe(int index) const override {
     const dnnl_version_t* version = dnnl_version();
-    return fmt::format("cpu:{}: {} compute threads of {} cores, oneDNN {}.{}.{} ({})", index, compute_threads(),
+    return fmt::format("cpu:{}: {} compute threads of {} cores, oneDNN {}.{}.{} ({})", index,
+                       logical_cpu_device_threads(index),
                        hardware_cores(), version->major, version->minor, version->patch,
                        dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
   }

@@ -1,12 +1,20 @@
 #include "src/device/cpu/onednn.h"
 
 #include <fmt/format.h>
+#include <omp.h>
+
+#include <functional>
+#include <thread>
 
 namespace nimbus::cpu {
 
 dnnl::engine& dnnl_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+PrimitiveOwner primitive_owner() {
+  return {static_cast<int64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())), omp_get_max_threads()};
 }
 
 dnnl::stream& dnnl_stream() {

@@ -13,6 +13,17 @@ namespace nimbus::cpu {
 dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_stream();
 
+// What primitive caches add to their keys so that each thread has its own primitives. This
+// oneDNN (built for concurrent execution) gives each primitive its own scratchpad, so two threads
+// (replicas on logical devices) must never run one primitive at once; and a primitive splits its
+// work for the thread budget it was made under.
+struct PrimitiveOwner {
+  int64_t thread = 0;  // the calling thread, hashed
+  int64_t budget = 0;  // its compute threads
+  auto operator<=>(const PrimitiveOwner&) const = default;
+};
+PrimitiveOwner primitive_owner();
+
 // oneDNN's element type for ours; throws Unimplemented for types it lacks.
 dnnl::memory::data_type dnnl_data_type(DType dtype);
 bool dnnl_supports(DType dtype);

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "nimbus/ops/registry.h"
@@ -42,10 +43,11 @@ const dnnl::primitive& get_batch_norm(Direction direction, const AxisSplit& s, d
   const float eps = static_cast<float>(epsilon);
   const std::vector<int64_t> key{static_cast<int64_t>(direction), s.outer, s.axis, s.inner,
                                  static_cast<int64_t>(std::bit_cast<uint32_t>(eps))};
+  const PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
   static std::mutex mutex;
-  static std::map<std::vector<int64_t>, dnnl::primitive> cache;
+  static std::map<std::pair<PrimitiveOwner, std::vector<int64_t>>, dnnl::primitive> cache;
   std::lock_guard lock(mutex);
-  auto it = cache.find(key);
+  auto it = cache.find({owner, key});
   if (it != cache.end()) return it->second;
 
   using dnnl::normalization_flags;
@@ -71,7 +73,7 @@ const dnnl::primitive& get_batch_norm(Direction direction, const AxisSplit& s, d
               dnnl_engine(), forward)));
     }
   }
-  return cache.emplace(key, std::move(primitive)).first->second;
+  return cache.emplace(std::pair(owner, key), std::move(primitive)).first->second;
 }
 
 // One oneDNN argument: its id, its buffer, and whether it is shaped like x (else like a channel vector).

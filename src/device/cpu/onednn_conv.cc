@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "nimbus/ops/linalg.h"
@@ -81,10 +82,11 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, cons
                                  g.cols.pad_before,
                                  g.rows.pad_after,
                                  g.cols.pad_after};
+  const PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
   static std::mutex mutex;
-  static std::map<std::vector<int64_t>, ConvPrimitive> cache;
+  static std::map<std::pair<PrimitiveOwner, std::vector<int64_t>>, ConvPrimitive> cache;
   std::lock_guard lock(mutex);
-  auto it = cache.find(key);
+  auto it = cache.find({owner, key});
   if (it != cache.end()) return it->second;
 
   dnnl::engine& engine = dnnl_engine();
@@ -144,7 +146,7 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, cons
     const memory::desc& to = to_user ? entry.filter_user : entry.filter;
     NIMBUS_DNNL_CHECK(entry.filter_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, to)));
   }
-  return cache.emplace(key, std::move(entry)).first->second;
+  return cache.emplace(std::pair(owner, key), std::move(entry)).first->second;
 }
 
 memory wrap(const memory::desc& desc, const Tensor& t) { return memory(desc, dnnl_engine(), t.raw_data()); }

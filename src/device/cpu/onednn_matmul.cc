@@ -2,6 +2,7 @@
 // dtype, bias, activation), created once and cached, so a training step pays
 // only for execution. fused_matmul's bias and activation are the primitive's
 // bias operand and eltwise post-op, applied while the output is in cache.
+
 #include <map>
 #include <mutex>
 #include <string>
@@ -48,7 +49,8 @@ struct Key {
   DType dtype;
   bool bias = false;
   std::string activation = "none";
-  auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype, bias, activation); }
+  PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
+  auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype, bias, activation, owner); }
   bool operator<(const Key& other) const { return tie() < other.tie(); }
 };
 

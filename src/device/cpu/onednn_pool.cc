@@ -4,6 +4,7 @@
 // (src/device/cpu/pool_backward.cc). Primitives are cached per geometry.
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "nimbus/ops/registry.h"
@@ -32,10 +33,11 @@ const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeo
                                  g.cols.pad_before,
                                  g.rows.pad_after,
                                  g.cols.pad_after};
+  const PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
   static std::mutex mutex;
-  static std::map<std::vector<int64_t>, dnnl::pooling_forward> cache;
+  static std::map<std::pair<PrimitiveOwner, std::vector<int64_t>>, dnnl::pooling_forward> cache;
   std::lock_guard lock(mutex);
-  auto it = cache.find(key);
+  auto it = cache.find({owner, key});
   if (it != cache.end()) return it->second;
   dnnl::pooling_forward primitive;
   NIMBUS_DNNL_CHECK(primitive = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(
@@ -44,7 +46,7 @@ const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeo
                             {g.rows.stride, g.cols.stride}, {g.rows.kernel, g.cols.kernel},
                             {g.rows.pad_before, g.cols.pad_before}, {g.rows.pad_after, g.cols.pad_after}),
                         dnnl_engine())));
-  return cache.emplace(key, std::move(primitive)).first->second;
+  return cache.emplace(std::pair(owner, key), std::move(primitive)).first->second;
 }
 
 // x (N,H,W,C) | (N,C,H,W) -> y (N,OH,OW,C) | (N,C,OH,OW)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Data-parallel scaling on one machine (docs/performance.md, "Distribution"):
+# the CNN example at a global batch of 256, each replica with one compute
+# thread, as
+#   one worker (one_device, 1 thread),
+#   two MPI workers (mpirun -np 2, multi_worker_mirrored, 1 thread each),
+#   two logical CPU devices in one process (mirrored, 1 thread each),
+# printing samples/s (after the first 20 steps) and the ratio to one worker.
+#
+#   bench/distributed_scaling.sh [STEPS]     # default 60 steps per run
+#
+# Needs a quiet machine for meaningful figures: it prints the load average.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-60}
+nimbus=build/release/tools/nimbus/nimbus
+[ -x "$nimbus" ] || cmake --build build/release --target nimbus_cli
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The CNN example without its validation split (not part of the step).
+sed '/^  validation:/,+2d' examples/fashion_mnist_cnn.yaml >"$work/cnn.yaml"
+common=(--set fit.batch_size=256 --set fit.epochs=1 --set "fit.steps_per_epoch=$steps" --set fit.verbose=0
+  --set runtime.threads=1)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+run() {  # NAME COMMAND...: runs and prints samples/s
+  local name=$1
+  shift
+  local load
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  "$@" --run-dir "$work/$name" --summary "$work/$name.json" >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; exit 1; }
+  python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["samples_per_sec"])' "$work/$name.json" \
+    >"$work/$name.rate"
+  echo "$name: $(cat "$work/$name.rate") samples/s (load average before: $load)"
+}
+
+run one_worker "$nimbus" train "$work/cnn.yaml" "${common[@]}"
+run mpi_2_workers mpirun --oversubscribe -np 2 "$nimbus" train "$work/cnn.yaml" "${common[@]}" \
+  --set runtime.strategy.type=multi_worker_mirrored
+run mirrored_2_devices "$nimbus" train "$work/cnn.yaml" "${common[@]}" --set runtime.threads=2 \
+  --set "runtime.strategy={type: mirrored, devices: [cpu:0, cpu:1]}"
+for name in mpi_2_workers mirrored_2_devices; do
+  python3 -c 'import sys; print(f"{sys.argv[1]} / one_worker: {float(sys.argv[2]) / float(sys.argv[3]):.2f}x")' \
+    "$name" "$(cat "$work/$name.rate")" "$(cat "$work/one_worker.rate")"
+done

@@ -1,0 +1,27 @@
+// MultiWorkerMirrored: one replica per process of an MPI job, the processes
+// meeting through MPI (Debian's OpenMPI), started by mpirun or by Kubernetes'
+// MPIJob (whose launcher runs mpirun):
+//
+//   # runtime.strategy: {type: multi_worker_mirrored, collective_timeout: 600}
+//   mpirun -np 2 nimbus train config.yaml
+//
+// The cluster layout (rank, size) comes from MPI. MPI is initialized when the
+// strategy is made and finalized at exit; after a failed step (a collective timed
+// out, any error in a replica) the process ends the whole job with MPI_Abort at
+// exit instead, so that no worker is left waiting on it.
+#pragma once
+
+#include <memory>
+
+#include "nimbus/distribute/strategy.h"
+
+namespace nimbus::distribute {
+
+// Throws Unavailable when this build has no MPI (install libopenmpi-dev and rebuild).
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options = {});
+bool built_with_mpi();
+// This process's rank in the job mpirun started (OMPI_COMM_WORLD_RANK, PMI_RANK), 0 outside one;
+// read from the environment, so it is known before MPI starts (for the metrics port: port + rank).
+int launcher_rank();
+
+}  // namespace nimbus::distribute

@@ -1,0 +1,222 @@
+// MultiWorkerMirrored over MPI. Every collective is non-blocking and polled
+// against its deadline; beside it each rank sends the others a small "arrived"
+// message, so that a timeout can name the ranks that never came.
+#include "nimbus/distribute/multi_worker.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "nimbus/base/error.h"
+#include "replica_scope.h"
+
+#if NIMBUS_MPI
+#include <mpi.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "collective_timeout.h"
+#endif
+
+namespace nimbus::distribute {
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+#if NIMBUS_MPI
+
+bool built_with_mpi() { return true; }
+
+namespace {
+
+#define NIMBUS_MPI_CHECK(call)                                                                        \
+  do {                                                                                                \
+    if (const int mpi_status = (call); mpi_status != MPI_SUCCESS) throw_mpi_error(mpi_status, #call); \
+  } while (false)
+
+[[noreturn]] void throw_mpi_error(int status, const char* statement) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(status, text, &length);
+  throw Unavailable(fmt::format("MPI: {} failed: {}", statement, std::string(text, static_cast<size_t>(length))));
+}
+
+// A failed step leaves collectives in flight: the job must end rather than finalize and wait.
+std::atomic<bool> g_failed{false};
+
+void finish_mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (g_failed) MPI_Abort(MPI_COMM_WORLD, 1);
+  MPI_Finalize();
+}
+
+void start_mpi() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    int provided = 0;
+    // Collectives run on the training thread only.
+    NIMBUS_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::atexit(finish_mpi);
+  });
+}
+
+constexpr int kArrivalTag = 7301;
+
+class MpiCollectives final : public Collectives {
+ public:
+  explicit MpiCollectives(CollectiveOptions options) : options_(options) {
+    start_mpi();
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    arrivals_.resize(static_cast<size_t>(size_));
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce(std::span<float> buffer, ReduceOp op) override {
+    MPI_Request request;
+    NIMBUS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count_of(buffer.size()), MPI_FLOAT, MPI_SUM,
+                                    MPI_COMM_WORLD, &request));
+    wait("all_reduce", request);
+    if (op == ReduceOp::kMean) {
+      for (float& value : buffer) value /= static_cast<float>(size_);
+    }
+  }
+  void broadcast(std::span<std::byte> buffer, int root) override {
+    MPI_Request request;
+    NIMBUS_MPI_CHECK(MPI_Ibcast(buffer.data(), count_of(buffer.size()), MPI_BYTE, root, MPI_COMM_WORLD, &request));
+    wait("broadcast", request);
+  }
+  void all_gather(std::span<const float> send, std::span<float> receive) override {
+    if (receive.size() != send.size() * static_cast<size_t>(size_)) {
+      throw InvalidArgument(fmt::format("all_gather of {} floats per rank over {} ranks needs {} floats, got {}",
+                                        send.size(), size_, send.size() * static_cast<size_t>(size_), receive.size()));
+    }
+    MPI_Request request;
+    NIMBUS_MPI_CHECK(MPI_Iallgather(send.data(), count_of(send.size()), MPI_FLOAT, receive.data(),
+                                    count_of(send.size()), MPI_FLOAT, MPI_COMM_WORLD, &request));
+    wait("all_gather", request);
+  }
+  void barrier() override {
+    MPI_Request request;
+    NIMBUS_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    wait("barrier", request);
+  }
+
+ private:
+  static int count_of(size_t count) {
+    if (count > static_cast<size_t>(INT_MAX)) {
+      throw InvalidArgument(fmt::format("a collective over {} elements: MPI counts stop at {}", count, INT_MAX),
+                            "use a smaller runtime.strategy.bucket_size");
+    }
+    return static_cast<int>(count);
+  }
+
+  // Polls `request` and the arrival messages until all complete or the deadline passes.
+  void wait(const char* collective, MPI_Request request) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    ++sequence_;
+    std::vector<MPI_Request> requests = {request};
+    std::vector<int> peers;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      peers.push_back(peer);
+      requests.emplace_back();
+      NIMBUS_MPI_CHECK(MPI_Irecv(&arrivals_[static_cast<size_t>(peer)], 1, MPI_INT64_T, peer, kArrivalTag,
+                                 MPI_COMM_WORLD, &requests.back()));
+      requests.emplace_back();
+      NIMBUS_MPI_CHECK(MPI_Isend(&sequence_, 1, MPI_INT64_T, peer, kArrivalTag, MPI_COMM_WORLD, &requests.back()));
+    }
+    auto pause = std::chrono::microseconds(0);
+    for (;;) {
+      int done = 0;
+      NIMBUS_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+      if (done) return;
+      if (std::chrono::steady_clock::now() > deadline) break;
+      // Spin briefly (a step's collectives are usually quick), then back off to at most 1 ms.
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      pause = std::min(std::chrono::microseconds(1000), pause + std::chrono::microseconds(10));
+    }
+    std::vector<int> missing;
+    for (size_t k = 0; k < peers.size(); ++k) {
+      int arrived = 0;
+      MPI_Test(&requests[1 + 2 * k], &arrived, MPI_STATUS_IGNORE);
+      if (!arrived) missing.push_back(peers[k]);
+    }
+    g_failed = true;
+    throw collective_timeout(collective, rank_, size_, missing, options_.timeout, context(),
+                             missing.empty() ? peers : std::vector<int>{});
+  }
+
+  CollectiveOptions options_;
+  int rank_ = 0;
+  int size_ = 1;
+  int64_t sequence_ = 0;
+  // Where the peers' "arrived" messages land; a member, as a timed-out receive may still complete.
+  std::vector<int64_t> arrivals_;
+};
+
+class MultiWorkerMirroredStrategy final : public Strategy {
+ public:
+  explicit MultiWorkerMirroredStrategy(const StrategyOptions& options) : collectives_(options.collectives) {
+    context_ = {.replica_id = collectives_.rank(),
+                .num_replicas = collectives_.size(),
+                .device = Device::cpu(),
+                .collectives = &collectives_,
+                .bucket_bytes = options.bucket_bytes};
+  }
+  std::string name() const override { return "multi_worker_mirrored"; }
+  std::vector<Device> devices() const override { return {Device::cpu()}; }
+  int worker_rank() const override { return collectives_.rank(); }
+  int num_workers() const override { return collectives_.size(); }
+
+  void run(const std::function<void(int)>& fn) override {
+    try {
+      ReplicaScope scope(&context_);
+      fn(0);
+    } catch (...) {
+      // The other workers may be inside a collective with this one: end the job at exit.
+      g_failed = true;
+      throw;
+    }
+  }
+  void barrier() override { collectives_.barrier(); }
+
+ private:
+  MpiCollectives collectives_;
+  ReplicaContext context_;
+};
+
+}  // namespace
+
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options) {
+  return std::make_shared<MultiWorkerMirroredStrategy>(options);
+}
+
+#else
+
+bool built_with_mpi() { return false; }
+
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions&) {
+  throw Unavailable("multi_worker_mirrored: this build of nimbus has no MPI",
+                    "install Debian's OpenMPI (libopenmpi-dev openmpi-bin; scripts/install-deps does) and rebuild");
+}
+
+#endif
+
+}  // namespace nimbus::distribute

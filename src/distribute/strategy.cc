@@ -1,0 +1,174 @@
+#include "nimbus/distribute/strategy.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "nimbus/base/error.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/device/logical_devices.h"
+#include "replica_scope.h"
+
+namespace nimbus::distribute {
+namespace {
+
+thread_local const ReplicaContext* t_current_replica = nullptr;
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+class OneDeviceStrategy final : public Strategy {
+ public:
+  explicit OneDeviceStrategy(Device device) : device_(device) {
+    (void)backend(device.type);  // Unavailable now, not at the first step, when there is no such backend
+  }
+  std::string name() const override { return "one_device"; }
+  std::vector<Device> devices() const override { return {device_}; }
+  // One replica has nobody to wait for: the step runs as it would without a strategy.
+  void run(const std::function<void(int)>& fn) override { fn(0); }
+
+ private:
+  Device device_;
+};
+
+void check_devices(const std::vector<Device>& devices) {
+  if (devices.empty()) throw InvalidArgument("mirrored: no devices", "list the replicas' devices, e.g. [cpu:0, cpu:1]");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device device = devices[i];
+    if (!device.is_cpu()) {
+      throw Unimplemented(
+          fmt::format("mirrored over {}: replicas on GPUs need NCCL collectives, not built yet", device.to_string()),
+          "use CPU devices (logical devices split one CPU)");
+    }
+    if (device.index >= backend(device.type).device_count()) {
+      throw InvalidArgument(fmt::format("mirrored: device {} does not exist: the CPU has {} logical device(s)",
+                                        device.to_string(), backend(device.type).device_count()),
+                            "split the CPU first with set_logical_cpu_devices (a config's runtime.strategy does so)");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (devices[j] == device) {
+        throw InvalidArgument(fmt::format("mirrored: device {} is listed twice", device.to_string()),
+                              "give each replica its own device");
+      }
+    }
+  }
+}
+
+// One thread per replica, kept for the strategy's life so that each keeps its
+// OpenMP pool (a new host thread would build a new one every step).
+class MirroredStrategy final : public Strategy {
+ public:
+  MirroredStrategy(const std::vector<Device>& devices, const StrategyOptions& options)
+      : devices_(devices), options_(options) {
+    check_devices(devices_);
+    make_group();
+    for (size_t i = 0; i < devices_.size(); ++i) threads_.emplace_back([this, i] { serve(static_cast<int>(i)); });
+  }
+
+  ~MirroredStrategy() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  std::string name() const override { return "mirrored"; }
+  std::vector<Device> devices() const override { return devices_; }
+
+  void run(const std::function<void(int)>& fn) override {
+    std::unique_lock lock(mutex_);
+    // A failed run left its group aborted: the next run starts with a fresh one.
+    if (group_->aborted()) make_group();
+    job_ = &fn;
+    first_error_ = nullptr;
+    pending_ = static_cast<int>(devices_.size());
+    ++generation_;
+    wake_.notify_all();
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    if (first_error_) std::rethrow_exception(first_error_);
+  }
+
+ private:
+  void make_group() {
+    group_ = std::make_unique<InProcessGroup>(static_cast<int>(devices_.size()), options_.collectives);
+    contexts_.clear();
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      contexts_.push_back({.replica_id = static_cast<int>(i),
+                           .num_replicas = static_cast<int>(devices_.size()),
+                           .device = devices_[i],
+                           .collectives = &group_->member(static_cast<int>(i)),
+                           .bucket_bytes = options_.bucket_bytes});
+    }
+  }
+
+  void serve(int index) {
+    LogicalDeviceScope device_scope(devices_[static_cast<size_t>(index)]);
+    uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      const std::function<void(int)>* job = job_;
+      const ReplicaContext* context = &contexts_[static_cast<size_t>(index)];
+      InProcessGroup* group = group_.get();
+      lock.unlock();
+      try {
+        ReplicaScope scope(context);
+        (*job)(index);
+      } catch (...) {
+        // Kept and rethrown by run(); the others are released from their collectives first.
+        const std::exception_ptr error = std::current_exception();
+        lock.lock();
+        if (!first_error_) first_error_ = error;
+        lock.unlock();
+        group->abort(fmt::format("replica {} failed: {}", index, describe(error)));
+      }
+      lock.lock();
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::vector<Device> devices_;
+  StrategyOptions options_;
+  std::unique_ptr<InProcessGroup> group_;
+  std::vector<ReplicaContext> contexts_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr first_error_;
+};
+
+}  // namespace
+
+const ReplicaContext* current_replica() { return t_current_replica; }
+
+ReplicaScope::ReplicaScope(const ReplicaContext* context) : previous_(t_current_replica) {
+  t_current_replica = context;
+}
+ReplicaScope::~ReplicaScope() { t_current_replica = previous_; }
+
+std::shared_ptr<Strategy> OneDevice(Device device) { return std::make_shared<OneDeviceStrategy>(device); }
+
+std::shared_ptr<Strategy> Mirrored(const std::vector<Device>& devices, const StrategyOptions& options) {
+  return std::make_shared<MirroredStrategy>(devices, options);
+}
+
+}  // namespace nimbus::distribute

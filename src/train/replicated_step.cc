@@ -1,0 +1,109 @@
+// How a train step runs under a strategy with several replicas in sync: every
+// local replica runs its traced step on its own thread (Strategy::run); the step
+// takes the replica's share of the global batch, all-reduces the gradients and
+// sums the loss and metric statistics, so every replica applies the same update
+// and reports the global batch's logs.
+#include "replicated_step.h"
+
+#include <fmt/format.h>
+
+#include "nimbus/base/error.h"
+#include "nimbus/distribute/all_reduce.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/shape_ops.h"
+
+namespace nimbus::train {
+
+Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) {
+  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0), size(static_cast<size_t>(x.rank()), -1);
+  start[0] = begin;
+  size[0] = count;
+  return slice(x, start, size);
+}
+
+std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica) {
+  if (replica == nullptr || replica->num_replicas == 1) return {x, y};
+  const int64_t batch = x.dim(0), replicas = replica->num_replicas, id = replica->replica_id;
+  const int64_t begin = batch * id / replicas, end = batch * (id + 1) / replicas;
+  if (begin == end) {
+    throw InvalidArgument(fmt::format("a batch of {} samples cannot be split over {} replicas", batch, replicas),
+                          fmt::format("use a batch_size (and a dataset size) of at least {} per step", replicas));
+  }
+  return {rows_of(x, begin, end - begin), rows_of(y, begin, end - begin)};
+}
+
+std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs) {
+  // The collective carries f32; statistics are counts and sums well inside f32's exact range per step.
+  std::vector<Tensor> as_f32;
+  for (const Tensor& output : outputs)
+    as_f32.push_back(output.dtype() == DType::kF32 ? output : cast(output, DType::kF32));
+  std::vector<Tensor> summed = distribute::all_reduce_sum(as_f32);
+  for (size_t i = 0; i < summed.size(); ++i) {
+    if (outputs[i].dtype() != DType::kF32) summed[i] = cast(summed[i], outputs[i].dtype());
+  }
+  return summed;
+}
+
+namespace {
+
+// Replica 0's variables (weights, optimizer step, rate and slots) onto every replica.
+void broadcast_from_replica_0(const nn::Model& model, const Optimizer& optimizer) {
+  distribute::Collectives& collectives = *distribute::current_replica()->collectives;
+  std::vector<Variable> variables = model.weights();
+  for (const Variable& variable : optimizer.variables()) variables.push_back(variable);
+  for (const Variable& variable : variables) {
+    const Tensor& value = variable.value();
+    collectives.broadcast({static_cast<std::byte*>(value.raw_data()), value.nbytes()}, 0);
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> Trainer::run_replicated_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                                       std::optional<bool> graph, std::optional<bool> jit) {
+  distribute::Strategy& strategy = *options_.strategy;
+  if (!replicas_) replicas_ = std::make_unique<Replicas>();
+  Replicas& replicas = *replicas_;
+  while (static_cast<int>(replicas.others.size()) + 1 < strategy.local_replicas()) {
+    replicas.others.push_back(
+        {.model = nn::model_from_config(model_.to_config()), .optimizer = options_.optimizer->clone()});
+  }
+  // A rate set on the trainer's optimizer (ReduceLROnPlateau) reaches every replica's.
+  std::optional<double> learning_rate;
+  if (replicas.synced) learning_rate = options_.optimizer->current_learning_rate();
+  std::vector<Tensor> outputs;
+  const std::string step_name = fmt::format("step {}", position_.global_step + 1);  // for timeout messages
+  strategy.run([&](int local) {
+    distribute::current_replica()->collectives->set_context(step_name);
+    Function* step = nullptr;
+    nn::Model model = model_;
+    std::shared_ptr<Optimizer> optimizer = options_.optimizer;
+    if (local == 0) {
+      step = &train_step(x, y, accumulation, graph, jit);
+    } else {
+      Replicas::Replica& replica = replicas.others[static_cast<size_t>(local - 1)];
+      model = replica.model;
+      optimizer = replica.optimizer;
+      if (!model.built()) (void)model(gather_rows(x, {0}), false);
+      optimizer->build(model.trainable_weights());
+      if (!replica.train || replica.graph != graph || replica.jit != jit || replica.accumulation != accumulation) {
+        replica.train.emplace(make_train_function(model, optimizer, accumulation, false, graph, jit, x, y));
+        replica.graph = graph;
+        replica.jit = jit;
+        replica.accumulation = accumulation;
+      }
+      step = &*replica.train;
+    }
+    if (!replicas.synced) {
+      broadcast_from_replica_0(model, *optimizer);
+    } else if (local != 0 && optimizer->current_learning_rate() != *learning_rate) {
+      optimizer->set_learning_rate(*learning_rate);
+    }
+    std::vector<Tensor> replica_outputs = (*step)({x, y});
+    if (local == 0) outputs = std::move(replica_outputs);
+  });
+  replicas.synced = true;
+  return outputs;
+}
+
+}  // namespace nimbus::train

@@ -1,0 +1,57 @@
+// runtime.strategy in configs: the strategy it names, its defaults, and clear errors.
+#include <gtest/gtest.h>
+
+#include "nimbus/device/logical_devices.h"
+#include "nimbus/distribute/strategy.h"
+#include "nimbus/train/config.h"
+#include "train/train_test_util.h"
+
+namespace nimbus::testing {
+namespace {
+
+class StrategyConfig : public ::testing::Test {
+ protected:
+  void TearDown() override { set_logical_cpu_devices({}); }
+};
+
+const char* kModel =
+    "model: {input_shape: [4], layers: [{Dense: {units: 2}}]}\n"
+    "compile: {optimizer: sgd, loss: {name: sparse_categorical_crossentropy, from_logits: true}}\n"
+    "data: {train: {images: images.idx, labels: labels.idx}}\n";
+
+TEST_F(StrategyConfig, MirroredSplitsTheCpuIntoTheListedDevices) {
+  const nlohmann::json config = train::parse_config(
+      std::string(kModel) + "runtime: {threads: 4, strategy: {type: mirrored, devices: [cpu:0, cpu:1]}}\n", "c.yaml");
+  EXPECT_EQ(config["runtime"]["strategy"]["collective_timeout"], 600);
+  EXPECT_EQ(config["runtime"]["strategy"]["bucket_size"], "25MiB");
+  const auto strategy = distribute::strategy_from_config(config["runtime"]["strategy"], 4, "c.yaml");
+  EXPECT_EQ(strategy->name(), "mirrored");
+  EXPECT_EQ(strategy->num_replicas_in_sync(), 2);
+  EXPECT_EQ(logical_cpu_device_count(), 2);
+  EXPECT_EQ(logical_cpu_device_threads(1), 2) << "runtime.threads shared evenly";
+}
+
+TEST_F(StrategyConfig, WithoutASectionTrainingRunsOnOneDevice) {
+  const nlohmann::json config = train::parse_config(std::string(kModel), "c.yaml");
+  EXPECT_EQ(
+      distribute::strategy_from_config(config["runtime"].value("strategy", nlohmann::json()), 0, "c.yaml")->name(),
+      "one_device");
+}
+
+TEST_F(StrategyConfig, BadValuesAreNamed) {
+  const std::string type = error_message([] {
+    (void)distribute::strategy_from_config({{"type", "parameter_server"}}, 0, "c.yaml");
+  });
+  EXPECT_NE(type.find("c.yaml: runtime.strategy.type is 'parameter_server'"), std::string::npos) << type;
+  EXPECT_NE(type.find("one_device, mirrored or multi_worker_mirrored"), std::string::npos) << type;
+  const std::string timeout = error_message([] {
+    (void)distribute::strategy_from_config({{"type", "mirrored"}, {"collective_timeout", 0}}, 0, "c.yaml");
+  });
+  EXPECT_NE(timeout.find("collective_timeout is 0 seconds"), std::string::npos) << timeout;
+  const std::string key = error_message(
+      [] { (void)train::parse_config(std::string(kModel) + "runtime: {strategy: {typ: mirrored}}\n", "c.yaml"); });
+  EXPECT_NE(key.find("runtime.strategy.typ"), std::string::npos) << key;
+}
+
+}  // namespace
+}  // namespace nimbus::testing
