@@ -28,7 +28,8 @@ if(NOT CMAKE_CUDA_COMPILER)
 endif()
 set(CUDAToolkit_ROOT "${NIMBUS_CUDA_ROOT}")
 set(CMAKE_CUDA_ARCHITECTURES ${NIMBUS_CUDA_ARCHS})
-# CMake 3.25 does not know that nvcc 13 speaks C++20; the .cu files need only C++17.
+# The .cu files see only C++17 headers (src/device/cuda/kernels/kernels.h); CMake 3.25
+# does not know that nvcc 13 speaks C++20 anyway.
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 # The shared runtime, like the libraries (cuBLAS, cuDNN) that load it too.

@@ -1,6 +1,8 @@
 #include "src/device/cuda/cuda_stream.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "nimbus/base/error.h"
@@ -49,6 +51,15 @@ CudaStream& cuda_stream(Stream& stream) {
   auto* cuda = dynamic_cast<CudaStream*>(&stream);
   NIMBUS_ASSERT(cuda != nullptr) << "a CUDA kernel got a stream of " << stream.device().to_string();
   return *cuda;
+}
+
+int multiprocessor_count(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  std::lock_guard lock(mutex);
+  auto [slot, added] = counts.try_emplace(device, 0);
+  if (added) NIMBUS_CUDA_CHECK(cudaDeviceGetAttribute(&slot->second, cudaDevAttrMultiProcessorCount, device));
+  return slot->second;
 }
 
 bool sync_after_every_kernel() {

@@ -58,6 +58,9 @@ CudaStream& cuda_stream(Stream& stream);
 // After a kernel launch: throws naming the kernel (site.call) if the launch failed, and
 // when NIMBUS_CUDA_SYNC=1 synchronizes so that a fault names the kernel that caused it.
 void check_launch(CallSite site, CudaStream& stream);
+// The device's streaming multiprocessors (read once per device): launches size their grids by it.
+int multiprocessor_count(int device);
+
 // NIMBUS_CUDA_SYNC=1 (read once).
 bool sync_after_every_kernel();
 

@@ -56,10 +56,8 @@ void launch(KernelContext& ctx, const FusedKernelSource& source, std::span<const
   std::vector<void*> output_data;
   for (Tensor& output : ctx.outputs) output_data.push_back(output.raw_data());
   FusedArgs args = fused_args(inputs, input_data, output_data, shape);
-  int sms = 0;
-  NIMBUS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // Enough blocks to fill every SM many times over; the grid-stride loop covers the rest.
-  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{sms} * 32);
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{multiprocessor_count(device)} * 32);
   void* params[] = {&args};
   NIMBUS_CUDA_CHECK(cudaSetDevice(device));
   NIMBUS_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(function), dim3(static_cast<unsigned>(blocks)),
