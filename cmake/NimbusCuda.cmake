@@ -13,6 +13,11 @@ option(NIMBUS_CUDA "Build the CUDA backend (src/device/cuda; needs the CUDA tool
 # (T4, L4, L40S, Blackwell). CI builds one architecture: -DNIMBUS_CUDA_ARCHS=80-real.
 set(NIMBUS_CUDA_ARCHS "80-real;90-real;75-virtual" CACHE STRING "CUDA architectures the .cu files are compiled for")
 
+if(NIMBUS_GPU_ONLY AND NOT nimbus_cuda_found)
+  message(FATAL_ERROR "NIMBUS_GPU_ONLY needs the CUDA toolkit: no nvcc under ${NIMBUS_CUDA_ROOT} (set -DNIMBUS_CUDA_ROOT)")
+elseif(NIMBUS_GPU_ONLY)
+  set(NIMBUS_CUDA ON CACHE BOOL "" FORCE)
+endif()
 if(NOT NIMBUS_CUDA)
   if(NOT nimbus_cuda_found)
     message(STATUS "CUDA backend: off (no nvcc and cuda_runtime_api.h under ${NIMBUS_CUDA_ROOT}; "

@@ -2,6 +2,7 @@
 option(NIMBUS_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(NIMBUS_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
 # NIMBUS_CUDA and NIMBUS_CUDA_ARCHS: cmake/NimbusCuda.cmake.
+option(NIMBUS_GPU_ONLY "Only what a GPU machine without Debian's packages can build (cmake/NimbusGpuOnly.cmake)" OFF)
 option(NIMBUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 
 # x86-64-v3 (AVX2, FMA, F16C) is the baseline of every cloud CPU we target;

@@ -35,6 +35,7 @@ TEST(CudaNoDriver, TheBackendSaysWhatIsMissing) {
   EXPECT_THROW(Tensor::empty(Shape{4}, DType::kF32, Device::cuda()), Unavailable);
 }
 
+#ifdef NIMBUS_CLI
 TEST(CudaNoDriver, TrainOnCudaIsAClearError) {
   if (gpu_present()) GTEST_SKIP() << "a GPU is present: the no-driver path cannot be seen here";
   const std::string output = testing::run_command(std::string(NIMBUS_CLI) +
@@ -56,6 +57,7 @@ TEST(CudaNoDriver, InfoListsTheCpuAndSaysWhyCudaIsMissing) {
       << output;
   EXPECT_THAT(output, HasSubstr("exit=0")) << output;
 }
+#endif  // NIMBUS_CLI: a GPU-only build (cmake/NimbusGpuOnly.cmake) has no CLI to run
 
 TEST(CudaBuild, TheLibraryDoesNotLinkTheDriver) {
   const std::string needed = testing::run_command(std::string("readelf -d ") + NIMBUS_LIBRARY + " | grep NEEDED");
