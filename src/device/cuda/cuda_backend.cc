@@ -7,6 +7,8 @@
 // With no driver or no GPU the backend registers anyway with no devices, and
 // unavailable_reason() says which, so `backend(DeviceType::kCUDA)` throws
 // Unavailable naming what is missing instead of the process failing to start.
+#include "src/device/cuda/cuda_backend.h"
+
 #include <fmt/format.h>
 
 #include <memory>
@@ -71,6 +73,7 @@ class CudaBackend final : public Backend {
 
   Allocator& allocator(int index) override { return state(index).allocator; }
   Stream& default_stream(int index) override { return state(index).compute; }
+  CudaStream& copy_stream(int index) { return state(index).copy; }
 
   // Host-to-device and device-to-device copies stay asynchronous on `stream`; a copy to
   // the host waits for it, since the host reads the bytes as soon as this returns.
@@ -97,10 +100,22 @@ class CudaBackend final : public Backend {
 };
 
 // Registered when the library loads; counting devices does not need a GPU.
-const bool kRegistered = [] {
-  register_backend(std::make_unique<CudaBackend>());
-  return true;
-}();
+CudaBackend& cuda_backend() {
+  static CudaBackend* const instance = [] {
+    auto owned = std::make_unique<CudaBackend>();
+    CudaBackend* raw = owned.get();
+    register_backend(std::move(owned));
+    return raw;
+  }();
+  return *instance;
+}
+const bool kRegistered = (cuda_backend(), true);
 
 }  // namespace
+
+CudaStream& copy_stream(int device) {
+  backend(DeviceType::kCUDA);  // Unavailable, saying why, without a GPU
+  return cuda_backend().copy_stream(device);
+}
+
 }  // namespace nimbus::cuda

@@ -58,7 +58,8 @@ void throw_cublas_error(cublasStatus_t status, CallSite site) {
                            "kernels only if it says so; report the shape"
                      : status == CUBLAS_STATUS_ALLOC_FAILED ? "the GPU is out of memory for cuBLAS's workspace"
                                                             : "";
-  throw InternalError(where("cuBLAS", cublasLtGetStatusName(status), site) + ": " + cublasLtGetStatusString(status), hint);
+  throw InternalError(where("cuBLAS", cublasLtGetStatusName(status), site) + ": " + cublasLtGetStatusString(status),
+                      hint);
 }
 
 void throw_cudnn_error(cudnnStatus_t status, CallSite site) {
