@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
@@ -61,7 +62,12 @@ TEST_P(CudaOp, MatchesTheCpuReference) {
     outputs.push_back(Tensor::empty(spec.shape, spec.dtype, Device::cuda()));
     ASSERT_EQ(cudaMemset(outputs.back().raw_data(), 0xff, outputs.back().nbytes()), cudaSuccess);
   }
-  run_kernel(op, c.attrs, device_inputs, outputs);
+  try {
+    run_kernel(op, c.attrs, device_inputs, outputs);
+  } catch (const Unimplemented& e) {
+    // The op has CUDA kernels, but none takes this call (a layout or broadcast they turn away).
+    GTEST_SKIP() << "no CUDA kernel for this case: " << e.message();
+  }
   ASSERT_EQ(outputs.size(), reference.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor host = outputs[i].to(Device::cpu());
