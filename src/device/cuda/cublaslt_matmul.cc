@@ -20,6 +20,7 @@
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
 #include "src/device/cuda/cuda_stream.h"
+#include "src/device/cuda/lazy_libraries.h"
 #include "src/ops/internal/matmul_geometry.h"
 
 namespace nimbus::cuda {
@@ -42,7 +43,7 @@ cublasLtHandle_t handle_for(int device) {
   auto [slot, added] = handles.try_emplace(device, nullptr);
   if (added) {
     NIMBUS_CUDA_CHECK(cudaSetDevice(device));
-    NIMBUS_CUBLAS_CHECK(cublasLtCreate(&slot->second));
+    NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtCreate(&slot->second));
   }
   return slot->second;
 }
@@ -53,20 +54,20 @@ struct MatmulDescriptors {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
   ~MatmulDescriptors() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    if (preference != nullptr) cublaslt().cublasLtMatmulPreferenceDestroy(preference);
     for (cublasLtMatrixLayout_t layout : {a, b, c}) {
-      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+      if (layout != nullptr) cublaslt().cublasLtMatrixLayoutDestroy(layout);
     }
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (op != nullptr) cublaslt().cublasLtMatmulDescDestroy(op);
   }
 };
 
 void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
   const int32_t count = static_cast<int32_t>(batch);
   NIMBUS_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-  NIMBUS_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      cublaslt().cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                                  &stride, sizeof(stride)));
 }
 
 cublasLtEpilogue_t epilogue_for(const std::string& activation) {
@@ -86,40 +87,44 @@ void run_matmul(KernelContext& ctx, const Tensor* bias, cublasLtEpilogue_t epilo
   const int device = stream.device().index;
 
   MatmulDescriptors d;
-  NIMBUS_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&d.op, tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(
+      &d.op, tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // cuBLASLt's first operand is B (row-major k x n is column-major n x k), its second A.
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  NIMBUS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-  NIMBUS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  NIMBUS_CUBLAS_CHECK(
+      cublaslt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  NIMBUS_CUBLAS_CHECK(
+      cublaslt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   if (bias != nullptr) {
     NIMBUS_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        cublaslt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     const void* bias_data = bias->raw_data();
-    NIMBUS_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_data, sizeof(bias_data)));
+    NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_data,
+                                                                  sizeof(bias_data)));
   }
   // Column-major shapes (rows, columns, leading dimension) of B, A and C as stored.
   const uint64_t b_rows = tb ? g.k : g.n, b_cols = tb ? g.n : g.k;
   const uint64_t a_rows = ta ? g.m : g.k, a_cols = ta ? g.k : g.m;
-  NIMBUS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
-  NIMBUS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
-  NIMBUS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g.n, g.m, g.n));
+  NIMBUS_CUBLAS_CHECK(
+      cublaslt().cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  NIMBUS_CUBLAS_CHECK(
+      cublaslt().cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g.n, g.m, g.n));
   if (g.batch > 1) {
     set_batch(d.a, g.batch, b.rank() == 2 ? 0 : g.k * g.n);
     set_batch(d.b, g.batch, a.rank() == 2 ? 0 : g.m * g.k);
     set_batch(d.c, g.batch, g.m * g.n);
   }
 
-  NIMBUS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&d.preference));
   const size_t workspace_bytes = kWorkspaceBytes;
-  NIMBUS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                           &workspace_bytes, sizeof(workspace_bytes)));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes)));
   const cublasLtHandle_t handle = handle_for(device);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   NIMBUS_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
+      cublaslt().cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
   if (found == 0) NIMBUS_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);
 
   // The workspace comes from the device's BFC allocator; freeing it right after the
@@ -127,9 +132,9 @@ void run_matmul(KernelContext& ctx, const Tensor* bias, cublasLtEpilogue_t epilo
   Allocator& allocator = backend(DeviceType::kCUDA).allocator(device);
   void* workspace = allocator.allocate(heuristic.workspaceSize);
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t status = cublasLtMatmul(handle, d.op, &alpha, b.raw_data(), d.a, a.raw_data(), d.b, &beta,
-                                               ctx.outputs[0].raw_data(), d.c, ctx.outputs[0].raw_data(), d.c,
-                                               &heuristic.algo, workspace, heuristic.workspaceSize, stream.handle());
+  const cublasStatus_t status = cublaslt().cublasLtMatmul(
+      handle, d.op, &alpha, b.raw_data(), d.a, a.raw_data(), d.b, &beta, ctx.outputs[0].raw_data(), d.c,
+      ctx.outputs[0].raw_data(), d.c, &heuristic.algo, workspace, heuristic.workspaceSize, stream.handle());
   allocator.deallocate(workspace, heuristic.workspaceSize);
   NIMBUS_CUBLAS_CHECK(status);
   NIMBUS_CUDA_CHECK_LAUNCH("cublasLtMatmul", stream);

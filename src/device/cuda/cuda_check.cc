@@ -5,6 +5,7 @@
 #include <string>
 
 #include "nimbus/base/error.h"
+#include "src/device/cuda/lazy_libraries.h"
 
 namespace nimbus::cuda {
 namespace {
@@ -58,7 +59,8 @@ void throw_cublas_error(cublasStatus_t status, CallSite site) {
                            "kernels only if it says so; report the shape"
                      : status == CUBLAS_STATUS_ALLOC_FAILED ? "the GPU is out of memory for cuBLAS's workspace"
                                                             : "";
-  throw InternalError(where("cuBLAS", cublasLtGetStatusName(status), site) + ": " + cublasLtGetStatusString(status),
+  throw InternalError(where("cuBLAS", cublaslt().cublasLtGetStatusName(status), site) + ": " +
+                          cublaslt().cublasLtGetStatusString(status),
                       hint);
 }
 
@@ -71,7 +73,7 @@ void throw_cudnn_error(cudnnStatus_t status, CallSite site) {
 }
 
 void throw_nvrtc_error(nvrtcResult status, CallSite site) {
-  throw InternalError(where("NVRTC", nvrtcGetErrorString(status), site),
+  throw InternalError(where("NVRTC", nvrtc().nvrtcGetErrorString(status), site),
                       "NVRTC compiles the fused elementwise kernels: runtime.jit: false runs without them");
 }
 

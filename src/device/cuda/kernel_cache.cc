@@ -12,6 +12,7 @@
 
 #include "nimbus/base/error.h"
 #include "src/device/cuda/cuda_check.h"
+#include "src/device/cuda/lazy_libraries.h"
 
 namespace nimbus::cuda {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 struct ProgramGuard {
   nvrtcProgram program = nullptr;
   ~ProgramGuard() {
-    if (program != nullptr) (void)nvrtcDestroyProgram(&program);
+    if (program != nullptr) (void)nvrtc().nvrtcDestroyProgram(&program);
   }
 };
 
@@ -52,41 +53,42 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 
 std::string nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch) {
   ProgramGuard guard;
-  NIMBUS_NVRTC_CHECK(nvrtcCreateProgram(&guard.program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr));
+  NIMBUS_NVRTC_CHECK(
+      nvrtc().nvrtcCreateProgram(&guard.program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr));
   const std::string arch_option = "--gpu-architecture=" + arch;
   // IEEE division and square root, no flush to zero: the CPU reference's numerics.
   const char* options[] = {arch_option.c_str(), "--std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"};
-  const nvrtcResult compiled = nvrtcCompileProgram(guard.program, std::size(options), options);
+  const nvrtcResult compiled = nvrtc().nvrtcCompileProgram(guard.program, std::size(options), options);
   if (compiled != NVRTC_SUCCESS) {
     size_t log_size = 0;
-    NIMBUS_NVRTC_CHECK(nvrtcGetProgramLogSize(guard.program, &log_size));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetProgramLogSize(guard.program, &log_size));
     std::string log(log_size, '\0');
-    NIMBUS_NVRTC_CHECK(nvrtcGetProgramLog(guard.program, log.data()));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetProgramLog(guard.program, log.data()));
     while (!log.empty() && log.back() == '\0') log.pop_back();
     throw InternalError(fmt::format("NVRTC could not compile {} for {}: {}\n{}\n--- source ---\n{}", name, arch,
-                                    nvrtcGetErrorString(compiled), log, source),
+                                    nvrtc().nvrtcGetErrorString(compiled), log, source),
                         "this is a bug in the fused kernel generator; runtime.jit: false runs without it");
   }
   const bool cubin = arch.starts_with("sm_");
   size_t size = 0;
   std::string image;
   if (cubin) {
-    NIMBUS_NVRTC_CHECK(nvrtcGetCUBINSize(guard.program, &size));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetCUBINSize(guard.program, &size));
     image.resize(size);
-    NIMBUS_NVRTC_CHECK(nvrtcGetCUBIN(guard.program, image.data()));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetCUBIN(guard.program, image.data()));
   } else {
-    NIMBUS_NVRTC_CHECK(nvrtcGetPTXSize(guard.program, &size));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetPTXSize(guard.program, &size));
     image.resize(size);
-    NIMBUS_NVRTC_CHECK(nvrtcGetPTX(guard.program, image.data()));
+    NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetPTX(guard.program, image.data()));
   }
   return image;
 }
 
 std::vector<std::string> nvrtc_architectures() {
   int count = 0;
-  NIMBUS_NVRTC_CHECK(nvrtcGetNumSupportedArchs(&count));
+  NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetNumSupportedArchs(&count));
   std::vector<int> archs(static_cast<size_t>(count));
-  NIMBUS_NVRTC_CHECK(nvrtcGetSupportedArchs(archs.data()));
+  NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetSupportedArchs(archs.data()));
   std::sort(archs.begin(), archs.end());
   std::vector<std::string> names;
   for (const int arch : archs) names.push_back(fmt::format("sm_{}", arch));
