@@ -1,9 +1,8 @@
 # Build options shared by every target.
 option(NIMBUS_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(NIMBUS_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
-# The CUDA pieces written so far: the device allocator's cudaMalloc sub-allocator
-# (src/device/cuda/); needs the CUDA toolkit. The CUDA backend will build here too.
-option(NIMBUS_CUDA "Build the CUDA sources in src/device/cuda (needs the CUDA toolkit)" OFF)
+# NIMBUS_CUDA and NIMBUS_CUDA_ARCHS: cmake/NimbusCuda.cmake.
+option(NIMBUS_GPU_ONLY "Only what a GPU machine without Debian's packages can build (cmake/NimbusGpuOnly.cmake)" OFF)
 option(NIMBUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 # The libFuzzer targets in fuzz/ (clang only: the `fuzz` preset).
 option(NIMBUS_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/" OFF)
@@ -19,10 +18,9 @@ add_library(nimbus_build_flags INTERFACE)
 # -Wno-psabi: the CPU kernels' 64-byte vectors only pass between always_inline
 # functions (src/device/cpu/simd.h), never across a call, so GCC's notes that
 # their calling convention differs without AVX-512 do not apply.
+# C and C++ only: nvcc compiles the .cu files with its own flags (cmake/NimbusCuda.cmake).
 target_compile_options(nimbus_build_flags INTERFACE
-  -Wall -Wextra -Wno-unused-parameter -Wno-psabi
-  $<$<CONFIG:Release>:-O3>
-  ${NIMBUS_ARCH_FLAGS})
+  "$<$<COMPILE_LANGUAGE:C,CXX>:-Wall;-Wextra;-Wno-unused-parameter;-Wno-psabi;$<$<CONFIG:Release>:-O3>;${NIMBUS_ARCH_FLAGS}>")
 if(NIMBUS_SANITIZE)
   target_compile_options(nimbus_build_flags INTERFACE
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

@@ -35,8 +35,10 @@ Backend& backend(DeviceType type) {
         type == DeviceType::kCUDA ? "rebuild with -DNIMBUS_CUDA=ON on a machine with the CUDA toolkit" : "");
   }
   if (slot->device_count() == 0) {
+    const std::string reason = slot->unavailable_reason();
     throw Unavailable(
-        fmt::format("the {} backend found no devices on this machine", device_type_name(type)),
+        fmt::format("the {} backend found no devices on this machine{}", device_type_name(type),
+                    reason.empty() ? "" : ": " + reason),
         type == DeviceType::kCUDA ? "check that the NVIDIA driver is installed (nvidia-smi lists the GPUs)" : "");
   }
   return *slot;

@@ -13,6 +13,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
+#include "nimbus/device/backend.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/nn/layers.h"
@@ -154,6 +155,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"fit.initial_epoch", {Kind::kInt, 0}},
       {"fit.verbose", {Kind::kInt, 1}},
       {"runtime.threads", {Kind::kInt, 0}},
+      {"runtime.device", {Kind::kString, "cpu"}},
       {"runtime.graph", {Kind::kBool, true}},
       {"runtime.jit", {Kind::kBool, true}},
       {"runtime.seed", {Kind::kInt, nullptr}},
@@ -552,6 +554,31 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
   return parse_config(text.str(), path, overrides);
 }
 
+namespace {
+
+// runtime.device: a device this machine and build lack is an Unavailable naming what is missing
+// (no CUDA build, no driver, no GPU) before anything is loaded.
+void check_training_device(const std::string& text) {
+  Device device;
+  try {
+    device = Device::parse(text);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("runtime.device: " + e.message(), e.hint());
+  }
+  if (device.is_cpu()) return;
+  try {
+    default_stream_for(device);  // checks the build, the driver, and the device's index
+  } catch (const Unavailable& e) {
+    throw Unavailable(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
+  } catch (const NotFound& e) {
+    throw NotFound(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
+  }
+  throw Unimplemented(fmt::format("runtime.device: {}: the trainer does not place models on a GPU yet", text),
+                      "train with runtime.device: cpu; ops and graph mode run on CUDA through the API");
+}
+
+}  // namespace
+
 void configure_runtime_from_config(const nlohmann::json& config) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
@@ -561,6 +588,7 @@ void configure_runtime_from_config(const nlohmann::json& config) {
   runtime_options.graph = runtime.at("graph").get<bool>();
   runtime_options.jit = runtime.at("jit").get<bool>();
   configure_runtime(runtime_options);
+  check_training_device(runtime.at("device").get<std::string>());
   configure_memory_from_config(config);
 }
 

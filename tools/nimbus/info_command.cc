@@ -11,7 +11,11 @@ Command add_info_command(CLI::App& app) {
   return [] {
     for (DeviceType type : {DeviceType::kCPU, DeviceType::kCUDA}) {
       if (!has_backend(type)) {
-        std::cout << device_type_name(type) << ": not available in this build\n";
+        try {
+          backend(type);
+        } catch (const Unavailable& missing) {  // no backend in this build, or no driver or device
+          std::cout << device_type_name(type) << ": not available: " << missing.message() << "\n";
+        }
         continue;
       }
       Backend& device_backend = backend(type);

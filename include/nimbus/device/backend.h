@@ -22,6 +22,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual DeviceType type() const = 0;
   virtual int device_count() const = 0;
+  // Why device_count() is 0 ("the CUDA runtime found no NVIDIA driver ..."), with what to do; empty otherwise.
+  virtual std::string unavailable_reason() const { return {}; }
   // One line about device `index` ("cpu:0: 2 threads, oneDNN 2.6.3").
   virtual std::string describe(int index) const = 0;
   virtual Allocator& allocator(int index) = 0;

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#ifndef NIMBUS_WITHOUT_ONEDNN  // a GPU-only build (cmake/NimbusGpuOnly.cmake) runs the reference kernels
 #include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
@@ -47,11 +49,16 @@ class CpuBackend final : public Backend {
   int device_count() const override { return logical_cpu_device_count(); }
 
   std::string describe(int index) const override {
+#ifdef NIMBUS_WITHOUT_ONEDNN
+    return fmt::format("cpu:{}: {} compute threads of {} cores, reference kernels (a GPU-only build)", index,
+                       compute_threads(), hardware_cores());
+#else
     const dnnl_version_t* version = dnnl_version();
     return fmt::format("cpu:{}: {} compute threads of {} cores, oneDNN {}.{}.{} ({})", index,
                        logical_cpu_device_threads(index),
                        hardware_cores(), version->major, version->minor, version->patch,
                        dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
+#endif
   }
 
   Allocator& allocator(int) override { return cpu_allocator(); }
@@ -64,6 +71,7 @@ class CpuBackend final : public Backend {
   }
 
  private:
+#ifndef NIMBUS_WITHOUT_ONEDNN
   static const char* dnnl_cpu_isa_name(dnnl::cpu_isa isa) {
     switch (isa) {
       case dnnl::cpu_isa::avx512_core_amx: return "AMX";
@@ -77,6 +85,8 @@ class CpuBackend final : public Backend {
       default: return "generic";
     }
   }
+
+#endif
 
   CpuStream stream_;
 };

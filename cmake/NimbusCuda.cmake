@@ -1,0 +1,57 @@
+# The CUDA backend (src/device/cuda/): on by default when the toolkit is found,
+# built against the CUDA runtime and libraries only, never the driver library
+# (libcuda), so that nimbus starts on machines without an NVIDIA driver.
+set(NIMBUS_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA toolkit lives (bin/nvcc, include/, lib64/)")
+if(EXISTS "${NIMBUS_CUDA_ROOT}/bin/nvcc" AND EXISTS "${NIMBUS_CUDA_ROOT}/include/cuda_runtime_api.h")
+  set(nimbus_cuda_found ON)
+else()
+  set(nimbus_cuda_found OFF)
+endif()
+option(NIMBUS_CUDA "Build the CUDA backend (src/device/cuda; needs the CUDA toolkit)" ${nimbus_cuda_found})
+# CMake's CUDA_ARCHITECTURES syntax: machine code (SASS) for sm_80 and sm_90, and
+# PTX for compute capability 7.5, which the driver compiles once for any newer chip
+# (T4, L4, L40S, Blackwell). CI builds one architecture: -DNIMBUS_CUDA_ARCHS=80-real.
+set(NIMBUS_CUDA_ARCHS "80-real;90-real;75-virtual" CACHE STRING "CUDA architectures the .cu files are compiled for")
+
+if(NIMBUS_GPU_ONLY AND NOT nimbus_cuda_found)
+  message(FATAL_ERROR "NIMBUS_GPU_ONLY needs the CUDA toolkit: no nvcc under ${NIMBUS_CUDA_ROOT} (set -DNIMBUS_CUDA_ROOT)")
+elseif(NIMBUS_GPU_ONLY)
+  set(NIMBUS_CUDA ON CACHE BOOL "" FORCE)
+endif()
+if(NOT NIMBUS_CUDA)
+  if(NOT nimbus_cuda_found)
+    message(STATUS "CUDA backend: off (no nvcc and cuda_runtime_api.h under ${NIMBUS_CUDA_ROOT}; "
+                   "set -DNIMBUS_CUDA_ROOT=<toolkit> to build it)")
+  else()
+    message(STATUS "CUDA backend: off (-DNIMBUS_CUDA=OFF)")
+  endif()
+  return()
+endif()
+
+if(NOT CMAKE_CUDA_COMPILER)
+  set(CMAKE_CUDA_COMPILER "${NIMBUS_CUDA_ROOT}/bin/nvcc")
+endif()
+set(CUDAToolkit_ROOT "${NIMBUS_CUDA_ROOT}")
+set(CMAKE_CUDA_ARCHITECTURES ${NIMBUS_CUDA_ARCHS})
+# The .cu files see only C++17 headers (src/device/cuda/kernels/kernels.h); CMake 3.25
+# does not know that nvcc 13 speaks C++20 anyway.
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+# The shared runtime, like the libraries (cuBLAS, cuDNN) that load it too.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+if(CCACHE_PROGRAM)
+  set(CMAKE_CUDA_COMPILER_LAUNCHER "${CCACHE_PROGRAM}" CACHE STRING "")
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+# cuDNN comes with the toolkit here and from pip (nvidia-cudnn-cu13) on the GPU
+# machines: -DNIMBUS_CUDNN_ROOT=<site-packages>/nvidia/cudnn.
+set(NIMBUS_CUDNN_ROOT "" CACHE PATH "A cuDNN folder with include/ and lib/ (empty: the toolkit's)")
+find_path(NIMBUS_CUDNN_INCLUDE_DIR cudnn.h HINTS ${NIMBUS_CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+find_library(NIMBUS_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${NIMBUS_CUDNN_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
+             REQUIRED)
+add_library(nimbus_cudnn INTERFACE)
+target_include_directories(nimbus_cudnn INTERFACE ${NIMBUS_CUDNN_INCLUDE_DIR})
+target_link_libraries(nimbus_cudnn INTERFACE ${NIMBUS_CUDNN_LIBRARY})
+message(STATUS "CUDA backend: on (CUDA ${CUDAToolkit_VERSION}, architectures ${NIMBUS_CUDA_ARCHS}, cuDNN ${NIMBUS_CUDNN_LIBRARY})")

@@ -1,0 +1,53 @@
+#include "src/device/cuda/batch_uploader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "nimbus/device/backend.h"
+#include "src/device/cuda/cuda_backend.h"
+#include "src/device/cuda/cuda_check.h"
+
+namespace nimbus::cuda {
+
+PinnedHostBuffer::PinnedHostBuffer(size_t bytes) : bytes_(bytes) {
+  NIMBUS_CUDA_CHECK(cudaHostAlloc(&data_, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() { (void)cudaFreeHost(data_); }
+
+BatchUploader::BatchUploader(int device) : device_(device) {}
+
+BatchUploader::Slot& BatchUploader::slot_for(size_t bytes) {
+  Slot& slot = slots_[next_];
+  next_ = 1 - next_;
+  if (slot.copied != nullptr) slot.copied->synchronize();  // its staging buffer is about to be overwritten
+  if (slot.staging == nullptr || slot.staging->bytes() < bytes) {
+    // A larger batch: new buffers, once the compute stream no longer reads the old device buffer.
+    if (slot.released != nullptr) slot.released->synchronize();
+    slot.staging = std::make_unique<PinnedHostBuffer>(bytes);
+    slot.device_buffer = std::make_shared<Storage>(Device::cuda(device_), bytes);
+    slot.released = nullptr;
+  }
+  return slot;
+}
+
+Tensor BatchUploader::upload(const Tensor& host) {
+  NIMBUS_ASSERT(host.device().is_cpu()) << "upload takes a host tensor, got one on " << host.device().to_string();
+  CudaStream& compute = cuda_stream(default_stream_for(Device::cuda(device_)));
+  CudaStream& copy = copy_stream(device_);
+  Slot& slot = slot_for(host.nbytes());
+  Slot& other = slots_[next_];
+  std::memcpy(slot.staging->data(), host.raw_data(), host.nbytes());
+  // The device buffer is overwritten only after the steps that read its last batch.
+  if (slot.released != nullptr) copy.wait(*slot.released);
+  NIMBUS_CUDA_CHECK(cudaSetDevice(device_));
+  NIMBUS_CUDA_CHECK(cudaMemcpyAsync(slot.device_buffer->data(), slot.staging->data(), host.nbytes(),
+                                    cudaMemcpyHostToDevice, copy.handle()));
+  slot.copied = copy.record();
+  compute.wait(*slot.copied);
+  // Everything that read the other slot's batch is enqueued by now: reuse it after this point.
+  other.released = compute.record();
+  return Tensor::view(slot.device_buffer, 0, host.shape(), host.dtype());
+}
+
+}  // namespace nimbus::cuda

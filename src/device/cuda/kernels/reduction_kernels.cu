@@ -1,0 +1,124 @@
+// Reductions, softmax / log-softmax and sparse softmax cross-entropy, f32 in
+// and out, accumulated in double like the CPU reference kernels
+// (src/ops/reduction.cc, src/ops/cross_entropy.cc), so the two agree to rounding.
+//
+// Launch shapes (256 threads a block, grid-stride loops, at most 32 blocks per SM):
+//   reductions: one thread per output element, walking its reduced elements;
+//   softmax, log-softmax: one thread per (outer, inner) row of the axis;
+//   cross-entropy: one thread per example.
+// First versions: a thread per row suits the short rows of classifier heads;
+// long rows want a block per row with a shared-memory tree (docs/cuda.md).
+#include <algorithm>
+#include <cmath>
+
+#include "src/device/cuda/kernels/kernels.h"
+
+namespace nimbus::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t work, int sms) {
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{32} * sms)));
+}
+
+template <Reduce kind>
+__global__ void reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < a.outputs;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    int64_t rest = o, base = 0;
+    for (int axis = a.rank - 1; axis >= 0; --axis) {
+      if (a.reduced[axis]) continue;
+      base += (rest % a.dims[axis]) * a.strides[axis];
+      rest /= a.dims[axis];
+    }
+    double acc = kind == Reduce::kMax ? -INFINITY : 0.0;
+    for (int64_t r = 0; r < a.count; ++r) {
+      int64_t offset = base, index = r;
+      for (int axis = a.rank - 1; axis >= 0; --axis) {
+        if (!a.reduced[axis]) continue;
+        offset += (index % a.dims[axis]) * a.strides[axis];
+        index /= a.dims[axis];
+      }
+      const double v = x[offset];
+      if constexpr (kind == Reduce::kMax) {
+        acc = (isnan(v) || v > acc) ? v : acc;  // NaN wins, as in the reference
+      } else {
+        acc += v;
+      }
+    }
+    y[o] = static_cast<float>(kind == Reduce::kMean ? acc / static_cast<double>(a.count) : acc);
+  }
+}
+
+__global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t length,
+                               int64_t inner, bool log_form) {
+  for (int64_t row = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < outer * inner;
+       row += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t first = (row / inner) * length * inner + row % inner;
+    double max_value = -INFINITY;
+    for (int64_t k = 0; k < length; ++k) max_value = fmax(max_value, double{x[first + k * inner]});
+    double total = 0;
+    for (int64_t k = 0; k < length; ++k) total += exp(double{x[first + k * inner]} - max_value);
+    const double log_total = log(total);
+    for (int64_t k = 0; k < length; ++k) {
+      const double shifted = double{x[first + k * inner]} - max_value;
+      y[first + k * inner] = static_cast<float>(log_form ? shifted - log_total : exp(shifted) / total);
+    }
+  }
+}
+
+template <typename Label>
+__global__ void sparse_cross_entropy_kernel(const float* __restrict__ logits, const Label* __restrict__ labels,
+                                            float* __restrict__ loss, int64_t rows, int64_t classes) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows; r += int64_t{gridDim.x} * blockDim.x) {
+    const float* row = logits + r * classes;
+    const auto label = static_cast<int64_t>(labels[r]);
+    double max_value = -INFINITY;
+    for (int64_t k = 0; k < classes; ++k) max_value = fmax(max_value, double{row[k]});
+    double total = 0;
+    for (int64_t k = 0; k < classes; ++k) total += exp(double{row[k]} - max_value);
+    loss[r] = label < 0 || label >= classes ? NAN : static_cast<float>(log(total) - (double{row[label]} - max_value));
+  }
+}
+
+}  // namespace
+
+cudaError_t reduce(Reduce kind, const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(shape.outputs, sms);
+  switch (kind) {
+    case Reduce::kSum: reduce_kernel<Reduce::kSum><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
+    case Reduce::kMean: reduce_kernel<Reduce::kMean><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
+    case Reduce::kMax: reduce_kernel<Reduce::kMax><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t softmax(const float* x, float* y, int64_t outer, int64_t length, int64_t inner, bool log_form, int sms,
+                    cudaStream_t stream) {
+  softmax_kernel<<<blocks_for(outer * inner, sms), kThreads, 0, stream>>>(x, y, outer, length, inner, log_form);
+  return cudaGetLastError();
+}
+
+cudaError_t sparse_cross_entropy(const float* logits, const void* labels, LabelType label_type, float* loss,
+                                 int64_t rows, int64_t classes, int sms, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(rows, sms);
+  switch (label_type) {
+    case LabelType::kI64:
+      sparse_cross_entropy_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const int64_t*>(labels), loss,
+                                                                   rows, classes);
+      break;
+    case LabelType::kI32:
+      sparse_cross_entropy_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const int32_t*>(labels), loss,
+                                                                   rows, classes);
+      break;
+    case LabelType::kU8:
+      sparse_cross_entropy_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const uint8_t*>(labels), loss,
+                                                                   rows, classes);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace nimbus::cuda::kernels

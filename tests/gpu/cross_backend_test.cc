@@ -1,0 +1,91 @@
+// The cross-backend harness: every op case of tests/core whose op has a CUDA
+// kernel runs on the GPU and on the CPU reference with the same seeded random
+// inputs. The GPU's outputs are poisoned (all bits set: NaN in every float
+// dtype) before the kernel runs, so an element it never writes fails; NaN/Inf
+// parity is checked first, then the normalized error; a mostly-zero
+// reference output fails the case (it would not exercise the op).
+// Tolerance: the case's own (f32: 1e-5 unless it says otherwise).
+// Without a GPU every case skips, saying why.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "nimbus/base/error.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/registry.h"
+#include "op_harness.h"
+
+namespace nimbus::testing {
+namespace {
+
+std::string why_no_gpu() {
+  if (has_backend(DeviceType::kCUDA)) return {};
+  try {
+    backend(DeviceType::kCUDA);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "unknown";
+}
+
+std::vector<OpCase> cases_with_cuda_kernels() {
+  std::vector<OpCase> result;
+  for (const OpCase& c : op_cases()) {
+    const OpSchema* op = OpRegistry::global().find(c.op);
+    if (op != nullptr && !op->has_side_effects && !op->kernels(DeviceType::kCUDA, DType::kF32).empty()) {
+      result.push_back(c);
+    }
+  }
+  return result;
+}
+
+class CudaOp : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOp, MatchesTheCpuReference) {
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  const OpCase& c = GetParam();
+  const OpSchema& op = OpRegistry::global().get(c.op);
+  const std::vector<Tensor> inputs = make_inputs(c, DType::kF32);
+  std::vector<Tensor> reference;
+  {
+    ReferenceKernelsScope scope;
+    reference = run_case(c, inputs);
+  }
+  std::vector<Tensor> device_inputs;
+  std::vector<TensorSpec> specs;
+  for (const Tensor& input : inputs) {
+    device_inputs.push_back(input.to(Device::cuda()));
+    specs.push_back({input.shape(), input.dtype()});
+  }
+  std::vector<Tensor> outputs;
+  for (const TensorSpec& spec : infer_outputs(op, specs, c.attrs)) {
+    outputs.push_back(Tensor::empty(spec.shape, spec.dtype, Device::cuda()));
+    ASSERT_EQ(cudaMemset(outputs.back().raw_data(), 0xff, outputs.back().nbytes()), cudaSuccess);
+  }
+  try {
+    run_kernel(op, c.attrs, device_inputs, outputs);
+  } catch (const Unimplemented& e) {
+    // The op has CUDA kernels, but none takes this call (a layout or broadcast they turn away).
+    GTEST_SKIP() << "no CUDA kernel for this case: " << e.message();
+  }
+  ASSERT_EQ(outputs.size(), reference.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor host = outputs[i].to(Device::cpu());
+    const Comparison result = compare_tensors(host, reference[i], c.forward_tolerance);
+    EXPECT_TRUE(result.ok) << c.op << " output " << i << ": " << result.message;
+    if (!c.allow_mostly_zero && reference[i].numel() >= 8 && reference[i].dtype() != DType::kBool) {
+      EXPECT_LT(zero_fraction(reference[i]), 0.9) << c.op << " output " << i << " is mostly zeros";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+TEST(CudaHarness, CoversTheElementwiseOps) {
+  // Runs without a GPU: the harness has cases to run once one is present.
+  EXPECT_GE(cases_with_cuda_kernels().size(), 30u);
+}
+
+}  // namespace
+}  // namespace nimbus::testing
