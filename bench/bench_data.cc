@@ -5,8 +5,9 @@
 //
 //   build/release/bench/bench_data [images=4000] [dir=/tmp/nimbus_bench_jpegs] [settings=1,2,-1]
 //
-// The images are made here (smooth gradients plus noise, quality 90); the
-// PyTorch DataLoader side of the comparison is later work (docs/data.md).
+// Without images in `dir` it makes its own (smooth gradients plus noise, quality
+// 90); bench/jpeg_pipeline.sh gives it Fashion-MNIST ones and runs PyTorch's
+// DataLoader on the same files beside it.
 #include <fmt/format.h>
 
 #include <chrono>
