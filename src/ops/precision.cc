@@ -22,6 +22,7 @@ constexpr PrecisionRule kKeep = PrecisionRule::kKeepInputs;
 constexpr OpRule kRules[] = {
     {"abs", kFollow},
     {"add", kFollow},
+    {"all_reduce", kKeep},  // sums the replicas' float32 gradients as they are
     {"argmax", kFollow},
     {"assign", kKeep},  // writes into input 0: casting it would write into a copy
     {"avg_pool2d", kFollow},
