@@ -25,6 +25,17 @@ namespace {
 
 std::string context(const std::string& what) { return what.empty() ? std::string("image") : "image '" + what + "'"; }
 
+// PIL's decompression-bomb guard: it refuses images of more than twice its MAX_IMAGE_PIXELS (89,478,485).
+// A header may claim any size; the pixels are allocated before the data that would fill them is read.
+constexpr int64_t kMaxImagePixels = 2 * 89'478'485;
+
+void check_image_size(int64_t height, int64_t width, const std::string& what) {
+  if (height * width <= kMaxImagePixels) return;
+  throw DataError(fmt::format("{}: its header claims {}x{} pixels, more than the {} decode_image accepts",
+                              context(what), width, height, kMaxImagePixels),
+                  "a damaged or hostile file; ignore_errors() skips such elements (scale real images down first)");
+}
+
 // Converts interleaved u8 pixels from `from` to `to` channels (1, 2, 3, 4).
 Tensor convert_channels(const std::vector<uint8_t>& src, int64_t height, int64_t width, int from, int to) {
   Tensor out = host_tensor(Shape{height, width, to}, DType::kU8);
@@ -97,6 +108,10 @@ Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
+  if (static_cast<int64_t>(info.image_height) * info.image_width > kMaxImagePixels) {
+    jpeg_destroy_decompress(&info);
+    check_image_size(info.image_height, info.image_width, what);
+  }
   info.out_color_space = (channels == 1 || (channels == 0 && info.num_components == 1)) ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&info);
   height = info.output_height;
@@ -155,6 +170,10 @@ Tensor decode_png(std::string_view bytes, int channels, const std::string& what)
   png_read_info(png, info);
   width = png_get_image_width(png, info);
   height = png_get_image_height(png, info);
+  if (static_cast<int64_t>(height) * width > kMaxImagePixels) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    check_image_size(height, width, what);
+  }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
   if (depth == 16) png_set_strip_16(png);

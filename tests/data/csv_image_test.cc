@@ -150,6 +150,25 @@ TEST_F(ImageTest, CorruptImagesAreDataErrorsNamingTheFile) {
   EXPECT_THROW(decode_image(std::string_view(png.substr(0, png.size() - 20)), 0, "b.png"), DataError);
 }
 
+// Found by fuzz/image_fuzzer.cc: a header claiming 60000x60000 pixels made decode_image allocate
+// 10 GiB before reading any data.
+TEST_F(ImageTest, AHeaderClaimingAHugeImageIsRefusedBeforeAllocating) {
+  std::string jpeg = encode_jpeg(8, 8, 3, std::vector<uint8_t>(8 * 8 * 3, 90));
+  const size_t frame = jpeg.find("\xff\xc0");  // SOF0: length (2), precision (1), height (2), width (2)
+  ASSERT_NE(frame, std::string::npos);
+  for (size_t at : {frame + 5, frame + 7}) {
+    jpeg[at] = static_cast<char>(60000 >> 8);
+    jpeg[at + 1] = static_cast<char>(60000 & 0xff);
+  }
+  try {
+    decode_image(std::string_view(jpeg), 3, "bomb.jpg");
+    FAIL() << "a 60000x60000 JPEG header was decoded";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("bomb.jpg"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("60000x60000"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ImageTest, ImagePipelineWithIgnoreErrors) {
   std::vector<uint8_t> rgb(4 * 4 * 3, 10);
   for (int i = 0; i < 3; ++i) {
