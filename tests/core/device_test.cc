@@ -54,6 +54,7 @@ TEST(BackendRegistry, CpuIsAlwaysThere) {
 }
 
 TEST(BackendRegistry, MissingCudaBackendIsUnavailableWithAHint) {
+  // Only a machine without a usable CUDA backend shows the registry's hint.
   if (has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "this build has a CUDA backend with devices";
   try {
     backend(DeviceType::kCUDA);

@@ -22,6 +22,7 @@ bool gpu_present() {
 }
 
 TEST(CudaNoDriver, TheBackendSaysWhatIsMissing) {
+  // The no-driver path exists only where no GPU and driver are present.
   if (gpu_present()) GTEST_SKIP() << "a GPU is present: the no-driver path cannot be seen here";
   EXPECT_FALSE(has_backend(DeviceType::kCUDA));
   try {
@@ -37,6 +38,7 @@ TEST(CudaNoDriver, TheBackendSaysWhatIsMissing) {
 
 #ifdef NIMBUS_CLI
 TEST(CudaNoDriver, TrainOnCudaIsAClearError) {
+  // The no-driver path exists only where no GPU and driver are present.
   if (gpu_present()) GTEST_SKIP() << "a GPU is present: the no-driver path cannot be seen here";
   const std::string output = testing::run_command(std::string(NIMBUS_CLI) +
                                                   " train examples/fashion_mnist_mlp.yaml --set runtime.device=cuda "
@@ -49,6 +51,7 @@ TEST(CudaNoDriver, TrainOnCudaIsAClearError) {
 }
 
 TEST(CudaNoDriver, InfoListsTheCpuAndSaysWhyCudaIsMissing) {
+  // The no-driver path exists only where no GPU and driver are present.
   if (gpu_present()) GTEST_SKIP() << "a GPU is present: the no-driver path cannot be seen here";
   const std::string output = testing::run_command(std::string(NIMBUS_CLI) + " info 2>&1; echo \"exit=$?\"");
   EXPECT_THAT(output, HasSubstr("cpu:0")) << output;

@@ -73,6 +73,7 @@ class MultiWorker : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     // install-deps installs OpenMPI; a build without it has no MultiWorkerMirrored to test.
     if (!distribute::built_with_mpi() || !std::filesystem::exists(kMpirun)) {
+      // scripts/install-deps installs OpenMPI; a build without it has no multi-worker strategy to test.
       GTEST_SKIP() << "this build has no MPI (install libopenmpi-dev openmpi-bin and rebuild)";
     }
     // mpirun refuses root unless told; the tests run as root in containers.

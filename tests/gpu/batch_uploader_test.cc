@@ -11,6 +11,7 @@ namespace nimbus::cuda {
 namespace {
 
 TEST(BatchUploader, BatchesArriveIntactAndTheLastTwoStayValid) {
+  // Pinned buffers and device copies need a GPU; the `gpu` label runs this where one is lent.
   if (!has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "no CUDA device: the uploader copies to a GPU";
   BatchUploader uploader(0);
   std::vector<Tensor> host, device;

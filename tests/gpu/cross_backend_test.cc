@@ -42,6 +42,7 @@ std::vector<OpCase> cases_with_cuda_kernels() {
 class CudaOp : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(CudaOp, MatchesTheCpuReference) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
   if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
   const OpCase& c = GetParam();
   const OpSchema& op = OpRegistry::global().get(c.op);
