@@ -55,9 +55,8 @@ class CpuBackend final : public Backend {
 #else
     const dnnl_version_t* version = dnnl_version();
     return fmt::format("cpu:{}: {} compute threads of {} cores, oneDNN {}.{}.{} ({})", index,
-                       logical_cpu_device_threads(index),
-                       hardware_cores(), version->major, version->minor, version->patch,
-                       dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
+                       logical_cpu_device_threads(index), hardware_cores(), version->major, version->minor,
+                       version->patch, dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
 #endif
   }
 

@@ -13,18 +13,37 @@
 
 namespace nimbus::cuda {
 
-#define NIMBUS_CUBLASLT_FUNCTIONS(X)                                                                               \
-  X(cublasLtCreate)                                                                                                \
-  X(cublasLtGetStatusName)                                                                                         \
-  X(cublasLtGetStatusString) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulDescCreate)       \
-      X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulPreferenceCreate)             \
-          X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) \
-              X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)
-#define NIMBUS_NVRTC_FUNCTIONS(X)                                                                                  \
-  X(nvrtcCreateProgram)                                                                                            \
-  X(nvrtcCompileProgram)                                                                                           \
-  X(nvrtcDestroyProgram) X(nvrtcGetCUBIN) X(nvrtcGetCUBINSize) X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs) \
-      X(nvrtcGetPTX) X(nvrtcGetPTXSize) X(nvrtcGetProgramLog) X(nvrtcGetProgramLogSize) X(nvrtcGetSupportedArchs)
+// One X(function) per line (clang-format would reflow these lists differently on every run).
+// clang-format off
+#define NIMBUS_CUBLASLT_FUNCTIONS(X) \
+  X(cublasLtCreate) \
+  X(cublasLtGetStatusName) \
+  X(cublasLtGetStatusString) \
+  X(cublasLtMatmul) \
+  X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmulDescCreate) \
+  X(cublasLtMatmulDescDestroy) \
+  X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate) \
+  X(cublasLtMatrixLayoutDestroy) \
+  X(cublasLtMatrixLayoutSetAttribute)
+#define NIMBUS_NVRTC_FUNCTIONS(X) \
+  X(nvrtcCreateProgram) \
+  X(nvrtcCompileProgram) \
+  X(nvrtcDestroyProgram) \
+  X(nvrtcGetCUBIN) \
+  X(nvrtcGetCUBINSize) \
+  X(nvrtcGetErrorString) \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetPTX) \
+  X(nvrtcGetPTXSize) \
+  X(nvrtcGetProgramLog) \
+  X(nvrtcGetProgramLogSize) \
+  X(nvrtcGetSupportedArchs)
+// clang-format on
 
 #define NIMBUS_FUNCTION_POINTER(name) decltype(&::name) name = nullptr;
 struct CublasLtApi {
