@@ -6,6 +6,7 @@
 
 #include "nimbus/base/size_units.h"
 #include "nimbus/ops/fused_elementwise.h"
+#include "nimbus/ops/op_profile.h"
 
 namespace nimbus::graph {
 
@@ -55,7 +56,7 @@ double op_flops(const Graph& graph, const Node& node) {
 NodeCost node_cost(const Graph& graph, int id) {
   const Node& node = graph.node(id);
   if (node.kind != NodeKind::kOp || node.op->output_aliases_input) return {};
-  NodeCost cost{.flops = op_flops(graph, node), .op = node.op->name};
+  NodeCost cost{.flops = op_flops(graph, node), .op = node.op->name, .key = op_cost_key(*node.op, node.attrs)};
   for (const ValueRef& in : node.inputs) cost.bytes_read += bytes_of(graph.spec(in));
   for (const TensorSpec& out : node.outputs) cost.bytes_written += bytes_of(out);
   return cost;

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "nimbus/base/error.h"
+#include "nimbus/ops/fused_elementwise.h"
 
 namespace nimbus {
 
@@ -22,9 +23,9 @@ OpProfile::OpProfile() {
 
 OpProfile::~OpProfile() { active_profile.store(nullptr); }
 
-void OpProfile::record(const OpSchema& op, const KernelDef& kernel, double seconds) {
+void OpProfile::record(const OpSchema& op, const KernelDef& kernel, const std::string& key, double seconds) {
   std::lock_guard lock(mutex_);
-  auto& [calls, total] = totals_[{&op, &kernel}];
+  auto& [calls, total] = totals_[{&op, &kernel, key}];
   ++calls;
   total += seconds;
 }
@@ -33,7 +34,8 @@ std::vector<OpProfile::Entry> OpProfile::entries() const {
   std::lock_guard lock(mutex_);
   std::vector<Entry> entries;
   for (const auto& [key, value] : totals_) {
-    entries.push_back({key.first->name, key.second->name, value.first, value.second});
+    const auto& [op, kernel, cost_key] = key;
+    entries.push_back({op->name, kernel->name, value.first, value.second, cost_key});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.seconds > b.seconds; });
   return entries;
@@ -69,7 +71,14 @@ void run_kernel_profiled(const OpSchema& op, const KernelDef& kernel, KernelCont
   }
   const auto start = std::chrono::steady_clock::now();
   kernel.fn(context);
-  profile->record(op, kernel, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  profile->record(op, kernel, op_cost_key(op, context.attrs), seconds);
+}
+
+std::string op_cost_key(const OpSchema& op, const Attrs& attrs) {
+  if (&op != &fused_elementwise_op()) return op.name;
+  const auto& program = static_cast<const ExpressionProgram&>(*attrs.get_object("program"));
+  return fmt::format("{}[{}]", op.name, program.instructions.size());
 }
 
 }  // namespace nimbus

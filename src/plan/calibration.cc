@@ -135,7 +135,7 @@ double fused_instructions_per_second() {
 constexpr int64_t kProbeSmallBatch = 32;
 constexpr int64_t kProbeLargeBatch = 256;
 constexpr int kProbeShortSteps = 25;
-constexpr int kProbeLongSteps = 75;
+constexpr int kProbeLongSteps = 125;
 
 nlohmann::json probe_config(const std::filesystem::path& dir, int64_t batch, int steps) {
   const nlohmann::json config = {
@@ -188,7 +188,7 @@ ProbeRun run_probe(const std::filesystem::path& dir, int64_t batch, int steps) {
     summary = train::run_config(probe_config(dir, batch, steps), progress,
                                 {.run_dir = (dir / fmt::format("run-{}-{}", batch, steps)).string()});
     for (const OpProfile::Entry& entry : profile.entries()) {
-      auto& [calls, seconds] = run.kernels[entry.op];
+      auto& [calls, seconds] = run.kernels[entry.key];
       calls += entry.calls;
       seconds += entry.seconds;
     }
@@ -203,17 +203,29 @@ ProbeStep probe_step(const std::filesystem::path& dir, int64_t batch) {
   const auto steps = static_cast<double>(kProbeLongSteps - kProbeShortSteps);
   ProbeStep step{.seconds = long_run.step_seconds};
   for (const graph::NodeCost& node : train::analyze_train_step(probe_config(dir, batch, 1), batch).cost.nodes) {
-    if (!node.op.empty()) step.ops[node.op].work += node.flops;
+    if (!node.op.empty()) step.ops[node.key].work += node.flops;
   }
-  for (const auto& [op, totals] : long_run.kernels) {
-    const auto before = short_run.kernels.contains(op) ? short_run.kernels.at(op) : std::pair<int64_t, double>{};
+  for (const auto& [key, totals] : long_run.kernels) {
+    const auto before = short_run.kernels.contains(key) ? short_run.kernels.at(key) : std::pair<int64_t, double>{};
     const double seconds = (totals.second - before.second) / steps;
     step.kernel_seconds += seconds;
-    if (auto vector_op = step.ops.find(op); vector_op != step.ops.end()) {
-      vector_op->second.kernels = static_cast<double>(totals.first - before.first) / steps;
-      vector_op->second.seconds = seconds;
+    if (auto op = step.ops.find(key); op != step.ops.end()) {
+      op->second.kernels = static_cast<double>(totals.first - before.first) / steps;
+      op->second.seconds = seconds;
     }
   }
+  // Each op's kernels together as well ("fused_elementwise" of all lengths): the cost of a kernel whose
+  // own key the probe did not meet.
+  std::map<std::string, OpStep> by_op;
+  for (const auto& [key, op] : step.ops) {
+    const size_t bracket = key.find('[');
+    if (bracket == std::string::npos) continue;
+    OpStep& all = by_op[key.substr(0, bracket)];
+    all.kernels += op.kernels;
+    all.seconds += op.seconds;
+    all.work += op.work;
+  }
+  step.ops.merge(by_op);
   return step;
 }
 

@@ -25,7 +25,7 @@ StepTrace trace_at(const nlohmann::json& config, int64_t micro_batch) {
     trace.kernels.push_back({.unit = kernel_unit(node.op),
                              .flops = node.flops,
                              .bytes = static_cast<double>(node.bytes_read + node.bytes_written),
-                             .op = node.op});
+                             .op = node.key});
   }
   return trace;
 }

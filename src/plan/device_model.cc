@@ -43,4 +43,10 @@ DeviceModel device_model(const CalibrationProfile& profile) {
   return model;
 }
 
+const OpRate* DeviceModel::op_rate(const std::string& key) const {
+  if (const auto exact = op_rates.find(key); exact != op_rates.end()) return &exact->second;
+  if (const auto all = op_rates.find(key.substr(0, key.find('['))); all != op_rates.end()) return &all->second;
+  return nullptr;
+}
+
 }  // namespace nimbus::plan

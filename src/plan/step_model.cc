@@ -33,9 +33,9 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
   for (const Kernel& kernel : work.kernels_at(shape.micro_batch, shape.precision)) {
     double rate = device.vector_flops;
     double overhead = device.launch_seconds;
-    if (const auto measured = device.op_rates.find(kernel.op); measured != device.op_rates.end()) {
-      rate = measured->second.flops_per_second;
-      overhead = measured->second.overhead_seconds;
+    if (const OpRate* measured = device.op_rate(kernel.op)) {
+      rate = measured->flops_per_second;
+      overhead = measured->overhead_seconds;
     } else if (kernel.unit == Unit::kMatmul) {
       rate = matmul_rate;
       overhead += device.matmul_overhead_seconds;

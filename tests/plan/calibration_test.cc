@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -59,6 +60,9 @@ TEST(Calibration, MeasuresEveryOpOfTheProbesTrainingStep) {
     EXPECT_GT(profile.op_rates.at(op).flops_per_second, 0) << op;
     EXPECT_GE(profile.op_rates.at(op).overhead_seconds, 0) << op;
   }
+  // Fused kernels also by their program's length (op_cost_key), each with its own cost.
+  EXPECT_TRUE(std::ranges::any_of(profile.op_rates,
+                                  [](const auto& entry) { return entry.first.starts_with("fused_elementwise["); }));
   EXPECT_GE(profile.step_overhead_seconds, 0);
   EXPECT_LT(profile.step_overhead_seconds, 0.1);
 }

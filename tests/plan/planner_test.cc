@@ -63,6 +63,21 @@ TEST(StepModel, MeasuredOpCostsAndTheTrainersOwnTimeReplaceTheRoofline) {
   EXPECT_NEAR(step.seconds, 3e-3 + 31e-6 + 500e-6, 1e-12);
 }
 
+TEST(StepModel, AFusedKernelTakesTheCostOfItsProgramLengthElseOfAllFusedKernels) {
+  DeviceModel device{.name = "local", .bandwidth = 1e12, .vector_flops = 1e12, .launch_seconds = 1e-6};
+  device.matrix_flops[Precision::kFloat32] = 1e13;
+  device.op_rates["fused_elementwise"] = {.flops_per_second = 1e9, .overhead_seconds = 0};
+  device.op_rates["fused_elementwise[12]"] = {.flops_per_second = 4e9, .overhead_seconds = 0};
+  const auto seconds = [&](const std::string& key) {
+    Workload work;
+    work.kernels.push_back({.unit = Unit::kVector, .flops_fixed = 4e6, .op = key});
+    return estimate_step(work, device, {.micro_batch = 1}).seconds;
+  };
+  EXPECT_NEAR(seconds("fused_elementwise[12]"), 1e-3, 1e-12);
+  EXPECT_NEAR(seconds("fused_elementwise[5]"), 4e-3, 1e-12) << "no cost for length 5: all fused kernels'";
+  EXPECT_NEAR(seconds("sum"), 4e-6 + 1e-6, 1e-12) << "not measured: the roofline and the launch cost";
+}
+
 TEST(StepModel, InputPipelineBoundsTheStep) {
   DeviceModel device{.name = "toy", .bandwidth = 1e12, .vector_flops = 1e13, .launch_seconds = 0};
   device.matrix_flops[Precision::kFloat32] = 1e14;

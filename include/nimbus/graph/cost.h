@@ -30,7 +30,8 @@ struct NodeCost {
   double flops = 0;
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
-  std::string op;  // the op that runs (empty for non-op nodes and views): how the planner tells matmuls apart
+  std::string op;     // the op that runs (empty for non-op nodes and views): how the planner tells matmuls apart
+  std::string key{};  // op_cost_key (ops/op_profile.h): what the planner's calibration measured it as
 };
 
 struct GraphCost {

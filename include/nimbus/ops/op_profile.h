@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@ class OpProfile {
     std::string kernel;
     int64_t calls = 0;
     double seconds = 0;
+    std::string key{};  // op_cost_key: fused kernels apart by their program's length
   };
 
   // One profile at a time; it starts recording here and stops when destroyed.
@@ -43,12 +45,17 @@ class OpProfile {
   // A table: op, kernel, calls, total ms, share of kernel time.
   std::string to_string() const;
 
-  void record(const OpSchema& op, const KernelDef& kernel, double seconds);
+  void record(const OpSchema& op, const KernelDef& kernel, const std::string& key, double seconds);
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<const OpSchema*, const KernelDef*>, std::pair<int64_t, double>> totals_;
+  std::map<std::tuple<const OpSchema*, const KernelDef*, std::string>, std::pair<int64_t, double>> totals_;
 };
+
+// How the planner's calibration tells an op's kernels apart: fused elementwise kernels by the length of
+// their program ("fused_elementwise[15]": an optimizer's update and an activation's gradient cost
+// differently per element), every other op by its name. graph::NodeCost carries the same key.
+std::string op_cost_key(const OpSchema& op, const Attrs& attrs);
 
 // Runs a kernel, timing it when a profile is active.
 void run_kernel_profiled(const OpSchema& op, const KernelDef& kernel, KernelContext& context);

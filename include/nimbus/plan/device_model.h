@@ -41,11 +41,14 @@ struct DeviceModel {
   double matmul_overhead_seconds = 0;
   double convolution_overhead_seconds = 0;
   // Measured on the local machine only (empty or zero for catalog devices): each op's cost as a training
-  // step runs it, by op name, and the trainer's own time per step outside its kernels.
+  // step runs it, by op_cost_key (ops/op_profile.h), and the trainer's own time per step outside its kernels.
   std::map<std::string, OpRate> op_rates{};
   double step_overhead_seconds = 0;
 
   bool supports(Precision precision) const { return matrix_flops.contains(precision); }
+  // The measured cost of kernels with this op_cost_key ("fused_elementwise[15]"), else of the op's kernels
+  // together ("fused_elementwise"), else null.
+  const OpRate* op_rate(const std::string& key) const;
 };
 
 DeviceModel device_model(const GpuSpec& gpu);

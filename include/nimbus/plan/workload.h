@@ -33,7 +33,7 @@ struct Kernel {
   double bytes = 0;
   // Runs once per step (the optimizer's update) rather than once per micro-batch.
   bool per_step = false;
-  std::string op{};  // the op that runs ("fused_elementwise"): a calibrated device may know its rate
+  std::string op{};  // its op_cost_key ("matmul", "fused_elementwise[15]"): a calibrated device may know its cost
 };
 
 // A traced step at one micro-batch: what Workload::from_two_traces reads.
