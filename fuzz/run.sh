@@ -19,7 +19,8 @@ trap 'rm -rf "$scratch"' EXIT
 for target in "${targets[@]}"; do
   mkdir -p "$scratch/$target"
   # rss/malloc limits: a header that claims gigabytes must be refused, not allocated.
-  "build/fuzz/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+  # A fixed seed (NIMBUS_FUZZ_SEED) keeps CI's short runs repeatable; set another to explore further.
+  "build/fuzz/fuzz/fuzz_$target" -seed="${NIMBUS_FUZZ_SEED:-1}" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
     -artifact_prefix="build/fuzz/crash-$target-" "$scratch/$target" "fuzz/corpus/$target" 2>"$scratch/$target.log" ||
     { tail -n 60 "$scratch/$target.log"; echo "fuzz: $target crashed (input under build/fuzz/crash-$target-*)" >&2; exit 1; }
