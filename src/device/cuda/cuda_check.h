@@ -36,23 +36,13 @@ const char* cuda_error_hint(cudaError_t status);
 
 }  // namespace nimbus::cuda
 
-#define NIMBUS_CUDA_CHECK(call)                                                              \
-  do {                                                                                       \
-    if (const cudaError_t nimbus_status = (call); nimbus_status != cudaSuccess) [[unlikely]] \
-      ::nimbus::cuda::throw_cuda_error(nimbus_status, {#call, __FILE__, __LINE__});          \
+// Each library's check: a status other than `ok` throws, naming the call, file and line.
+#define NIMBUS_LIBRARY_CHECK(status_type, ok, thrower, call)                          \
+  do {                                                                                \
+    if (const status_type nimbus_status = (call); nimbus_status != (ok)) [[unlikely]] \
+      ::nimbus::cuda::thrower(nimbus_status, {#call, __FILE__, __LINE__});            \
   } while (false)
-#define NIMBUS_CUBLAS_CHECK(call)                                                                         \
-  do {                                                                                                    \
-    if (const cublasStatus_t nimbus_status = (call); nimbus_status != CUBLAS_STATUS_SUCCESS) [[unlikely]] \
-      ::nimbus::cuda::throw_cublas_error(nimbus_status, {#call, __FILE__, __LINE__});                     \
-  } while (false)
-#define NIMBUS_CUDNN_CHECK(call)                                                                        \
-  do {                                                                                                  \
-    if (const cudnnStatus_t nimbus_status = (call); nimbus_status != CUDNN_STATUS_SUCCESS) [[unlikely]] \
-      ::nimbus::cuda::throw_cudnn_error(nimbus_status, {#call, __FILE__, __LINE__});                    \
-  } while (false)
-#define NIMBUS_NVRTC_CHECK(call)                                                               \
-  do {                                                                                         \
-    if (const nvrtcResult nimbus_status = (call); nimbus_status != NVRTC_SUCCESS) [[unlikely]] \
-      ::nimbus::cuda::throw_nvrtc_error(nimbus_status, {#call, __FILE__, __LINE__});           \
-  } while (false)
+#define NIMBUS_CUDA_CHECK(call) NIMBUS_LIBRARY_CHECK(cudaError_t, cudaSuccess, throw_cuda_error, call)
+#define NIMBUS_CUBLAS_CHECK(call) NIMBUS_LIBRARY_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, throw_cublas_error, call)
+#define NIMBUS_CUDNN_CHECK(call) NIMBUS_LIBRARY_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, throw_cudnn_error, call)
+#define NIMBUS_NVRTC_CHECK(call) NIMBUS_LIBRARY_CHECK(nvrtcResult, NVRTC_SUCCESS, throw_nvrtc_error, call)
