@@ -19,10 +19,12 @@ class ChildProcess {
   // Runs `argv` (argv[0] a path) with stdout to `stdout_path` and stderr to `stderr_path`.
   ChildProcess(const std::vector<std::string>& argv, const std::string& stdout_path, const std::string& stderr_path)
       : stdout_path_(stdout_path), stderr_path_(stderr_path) {
+    // Opened (and emptied) before the fork, so what a previous process wrote to the same files is
+    // gone even when this one is killed before it runs a single instruction.
+    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
-      const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(out, STDOUT_FILENO);
       dup2(err, STDERR_FILENO);
       std::vector<char*> args;
@@ -31,6 +33,8 @@ class ChildProcess {
       execv(args[0], args.data());
       _exit(127);
     }
+    close(out);
+    close(err);
   }
   ~ChildProcess() {
     if (pid_ > 0 && !waited_) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -30,6 +31,16 @@ std::map<std::string, Tensor> model_tensors(const std::string& path) {
     if (name.rfind("model/", 0) == 0) weights.emplace(name, tensor);
   }
   return weights;
+}
+
+bool has_checkpoint(const std::string& folder) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (entry.path().filename().string().rfind("ckpt-", 0) == 0 && entry.path().extension() == ".safetensors") {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Every checkpoint file of the folder passes its checksum; returns the newest, or "" for none.
@@ -66,10 +77,13 @@ TEST(KillNine, EveryResumeContinuesFromTheNewestIntactCheckpoint) {
     std::vector<std::string> argv = {kNimbus, "train", config, "--run-dir", killed};
     if (!newest.empty()) argv = {kNimbus, "train", "--resume", killed};
     ChildProcess child(argv, folder / "out.txt", folder / "err.txt");
-    // Every other kill comes while training (after an epoch began), the others at any moment from the start.
+    // Every other kill comes while training (after an epoch began and a checkpoint exists, so the
+    // next start resumes), the others at any moment from the start.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (kills % 2 == 1 && child.stdout_text().find("Epoch ") == std::string::npos && child.running() &&
-           std::chrono::steady_clock::now() < deadline) {
+    const auto training = [&] {
+      return child.stdout_text().find("Epoch ") != std::string::npos && has_checkpoint(killed + "/checkpoints");
+    };
+    while (kills % 2 == 1 && !training() && child.running() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
@@ -90,8 +104,8 @@ TEST(KillNine, EveryResumeContinuesFromTheNewestIntactCheckpoint) {
   }
   EXPECT_EQ(kills, 10);
   // Kills before a process printed where it resumed from check only the files; the ones during
-  // training (attempts 2, 4, ..., 10: resumes, but the second one when the first kill came before
-  // any checkpoint) check where they resumed from.
+  // training (kills 4, 6, 8 and 10 at least: a checkpoint existed when each process started) check
+  // where they resumed from.
   EXPECT_GE(resumes_seen, 4) << "too few kills came after a resume started";
   std::cout << kills << " kills, " << resumes_seen << " after the resume had begun\n";
   const std::string newest = check_all_intact(killed + "/checkpoints");
