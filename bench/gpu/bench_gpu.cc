@@ -1,6 +1,6 @@
 // GPU figures for docs/performance.md, printed as Markdown table rows
-// (bench/gpu/run.sh adds the header): GEMM TFLOP/s through cuBLASLt (f32, or
-// tf32 when NIMBUS_CUDA_TF32=1), an elementwise add's GB/s against the
+// (bench/gpu/run.sh adds the header): GEMM TFLOP/s through cuBLASLt (f32, bf16,
+// f16; tf32 instead of f32 when NIMBUS_CUDA_TF32=1, which prints that row alone), an elementwise add's GB/s against the
 // device-to-device copy rate, and a fused elementwise chain with NVRTC fusion
 // on and off. Without a GPU it says why and exits 2.
 #include <cuda_runtime_api.h>
@@ -32,14 +32,16 @@ void row(const std::string& what, double value, const std::string& unit, const s
   std::printf("| %s | %.1f %s | %s |\n", what.c_str(), value, unit.c_str(), against.c_str());
 }
 
-void gemm(int64_t n) {
-  const Tensor a = random_normal({n, n}).to(Device::cuda());
-  const Tensor b = random_normal({n, n}).to(Device::cuda());
+// f32 (tf32 when NIMBUS_CUDA_TF32=1), bf16 or f16 operands; the 16-bit ones accumulate in f32.
+void gemm(int64_t n, DType dtype) {
+  const Tensor a = cast(random_normal({n, n}), dtype).to(Device::cuda());
+  const Tensor b = cast(random_normal({n, n}), dtype).to(Device::cuda());
   const double s = seconds_per_call([&] { (void)matmul(a, b); }, 20);
   const char* tf32 = std::getenv("NIMBUS_CUDA_TF32");
-  const bool allowed = tf32 != nullptr && std::string(tf32) == "1";
-  row(std::string("GEMM ") + std::to_string(n) + "³ " + (allowed ? "tf32" : "f32") + " (cuBLASLt)",
-      2.0 * n * n * n / s / 1e12, "TFLOP/s", "H200 dense peak: 67 f32, 495 tf32");
+  const bool allowed = dtype == DType::kF32 && tf32 != nullptr && std::string(tf32) == "1";
+  const std::string type = allowed ? "tf32" : std::string(dtype_name(dtype));
+  row("GEMM " + std::to_string(n) + "³ " + type + " (cuBLASLt)", 2.0 * n * n * n / s / 1e12, "TFLOP/s",
+      "PyTorch's row of the same size and type");
 }
 
 void bandwidth(int64_t n) {
@@ -81,8 +83,26 @@ int main() {
     }
     return 2;
   }
-  gemm(4096);
-  bandwidth(int64_t{1} << 26);
-  fusion(int64_t{1} << 24);
-  return 0;
+  // A row that fails prints its error and the others still run: one device call must bring back every figure it can.
+  int failures = 0;
+  const auto attempt = [&](const std::string& what, const std::function<void()>& work) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      ++failures;
+      std::printf("| %s | failed | %s |\n", what.c_str(), e.what());
+    }
+  };
+  // NIMBUS_CUDA_TF32=1 (read once per process by the matmul kernel): run.sh's second run, the tf32 GEMM alone.
+  if (std::getenv("NIMBUS_CUDA_TF32") != nullptr) {
+    attempt("GEMM tf32", [] { gemm(4096, DType::kF32); });
+    return failures == 0 ? 0 : 1;
+  }
+  attempt("GEMM f32", [] { gemm(4096, DType::kF32); });
+  attempt("GEMM bf16", [] { gemm(4096, DType::kBF16); });
+  attempt("GEMM f16", [] { gemm(4096, DType::kF16); });
+  attempt("GEMM 8192 bf16", [] { gemm(8192, DType::kBF16); });
+  attempt("bandwidth", [] { bandwidth(int64_t{1} << 26); });
+  attempt("fusion", [] { fusion(int64_t{1} << 24); });
+  return failures == 0 ? 0 : 1;
 }

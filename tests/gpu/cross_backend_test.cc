@@ -4,7 +4,8 @@
 // dtype) before the kernel runs, so an element it never writes fails; NaN/Inf
 // parity is checked first, then the normalized error; a mostly-zero
 // reference output fails the case (it would not exercise the op).
-// Tolerance: the case's own (f32: 1e-5 unless it says otherwise).
+// Tolerance: the case's own in f32 (1e-5 unless it says otherwise); 1e-2 in bf16
+// and f16, for the ops with 16-bit CUDA kernels.
 // Without a GPU every case skips, saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -28,25 +29,22 @@ std::string why_no_gpu() {
   return "unknown";
 }
 
-std::vector<OpCase> cases_with_cuda_kernels() {
+// The cases whose op has a CUDA kernel for `dtype`.
+std::vector<OpCase> cases_with_cuda_kernels(DType dtype) {
   std::vector<OpCase> result;
   for (const OpCase& c : op_cases()) {
     const OpSchema* op = OpRegistry::global().find(c.op);
-    if (op != nullptr && !op->has_side_effects && !op->kernels(DeviceType::kCUDA, DType::kF32).empty()) {
+    if (op != nullptr && !op->has_side_effects && !op->kernels(DeviceType::kCUDA, dtype).empty()) {
       result.push_back(c);
     }
   }
   return result;
 }
 
-class CudaOp : public ::testing::TestWithParam<OpCase> {};
-
-TEST_P(CudaOp, MatchesTheCpuReference) {
-  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
-  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
-  const OpCase& c = GetParam();
+// Runs the case on the GPU and through the CPU's reference kernels, floating inputs in `dtype`.
+void expect_cuda_matches_reference(const OpCase& c, DType dtype, double tolerance) {
   const OpSchema& op = OpRegistry::global().get(c.op);
-  const std::vector<Tensor> inputs = make_inputs(c, DType::kF32);
+  const std::vector<Tensor> inputs = make_inputs(c, dtype);
   std::vector<Tensor> reference;
   {
     ReferenceKernelsScope scope;
@@ -72,7 +70,7 @@ TEST_P(CudaOp, MatchesTheCpuReference) {
   ASSERT_EQ(outputs.size(), reference.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor host = outputs[i].to(Device::cpu());
-    const Comparison result = compare_tensors(host, reference[i], c.forward_tolerance);
+    const Comparison result = compare_tensors(host, reference[i], tolerance);
     EXPECT_TRUE(result.ok) << c.op << " output " << i << ": " << result.message;
     if (!c.allow_mostly_zero && reference[i].numel() >= 8 && reference[i].dtype() != DType::kBool) {
       EXPECT_LT(zero_fraction(reference[i]), 0.9) << c.op << " output " << i << " is mostly zeros";
@@ -80,12 +78,49 @@ TEST_P(CudaOp, MatchesTheCpuReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels()),
-                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+class CudaOp : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOp, MatchesTheCpuReference) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  expect_cuda_matches_reference(GetParam(), DType::kF32, GetParam().forward_tolerance);
+}
+
+// bf16 and f16: both sides round to the 16-bit type, so the tolerance is the 1e-2.
+struct HalfCase {
+  OpCase op_case;
+  DType dtype;
+};
+void PrintTo(const HalfCase& c, std::ostream* os) { *os << c.op_case.name << "_" << dtype_name(c.dtype); }
+
+std::vector<HalfCase> half_cases() {
+  std::vector<HalfCase> result;
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    for (OpCase& c : cases_with_cuda_kernels(dtype)) result.push_back({std::move(c), dtype});
+  }
+  return result;
+}
+
+class CudaOpHalf : public ::testing::TestWithParam<HalfCase> {};
+
+TEST_P(CudaOpHalf, MatchesTheCpuReference) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  expect_cuda_matches_reference(GetParam().op_case, GetParam().dtype, 1e-2);
+}
+
+std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF32)), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOpHalf, ::testing::ValuesIn(half_cases()),
+                         [](const ::testing::TestParamInfo<HalfCase>& info) {
+                           return info.param.op_case.name + "_" + std::string(dtype_name(info.param.dtype));
+                         });
 
 TEST(CudaHarness, CoversTheElementwiseOps) {
   // Runs without a GPU: the harness has cases to run once one is present.
-  EXPECT_GE(cases_with_cuda_kernels().size(), 30u);
+  EXPECT_GE(cases_with_cuda_kernels(DType::kF32).size(), 30u);
+  EXPECT_GE(cases_with_cuda_kernels(DType::kBF16).size(), 2u);  // matmul, fused_matmul
 }
 
 }  // namespace

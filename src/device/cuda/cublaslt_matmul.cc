@@ -1,4 +1,5 @@
-// matmul and fused_matmul on CUDA through cuBLASLt (f32). Nimbus's tensors are
+// matmul and fused_matmul on CUDA through cuBLASLt (f32, bf16, f16; the 16-bit
+// types on Tensor Cores with f32 accumulation and f32 scaling). Nimbus's tensors are
 // row-major and cuBLASLt's column-major, so C = op(A) op(B) runs as
 // C^T = op(B)^T op(A)^T: B is cuBLASLt's first operand, A its second, and a
 // row-major bias over C's columns is cuBLASLt's bias over the rows of C^T.
@@ -48,6 +49,21 @@ cublasLtHandle_t handle_for(int device) {
   return slot->second;
 }
 
+// The library's name for the operands' (and the output's) element type.
+cudaDataType_t cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+// f32 accumulates in f32 (or TF32 when allowed); bf16 and f16 accumulate in f32 too.
+cublasComputeType_t compute_type(DType dtype) {
+  if (dtype == DType::kF32 && tf32_allowed()) return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return CUBLAS_COMPUTE_32F;
+}
+
 // RAII for the descriptors of one call.
 struct MatmulDescriptors {
   cublasLtMatmulDesc_t op = nullptr;
@@ -87,8 +103,8 @@ void run_matmul(KernelContext& ctx, const Tensor* bias, cublasLtEpilogue_t epilo
   const int device = stream.device().index;
 
   MatmulDescriptors d;
-  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(
-      &d.op, tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cudaDataType_t type = cuda_type(a.dtype());
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&d.op, compute_type(a.dtype()), CUDA_R_32F));
   // cuBLASLt's first operand is B (row-major k x n is column-major n x k), its second A.
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   NIMBUS_CUBLAS_CHECK(
@@ -105,11 +121,9 @@ void run_matmul(KernelContext& ctx, const Tensor* bias, cublasLtEpilogue_t epilo
   // Column-major shapes (rows, columns, leading dimension) of B, A and C as stored.
   const uint64_t b_rows = tb ? g.k : g.n, b_cols = tb ? g.n : g.k;
   const uint64_t a_rows = ta ? g.m : g.k, a_cols = ta ? g.k : g.m;
-  NIMBUS_CUBLAS_CHECK(
-      cublaslt().cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
-  NIMBUS_CUBLAS_CHECK(
-      cublaslt().cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
-  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g.n, g.m, g.n));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&d.a, type, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&d.b, type, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  NIMBUS_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&d.c, type, g.n, g.m, g.n));
   if (g.batch > 1) {
     set_batch(d.a, g.batch, b.rank() == 2 ? 0 : g.k * g.n);
     set_batch(d.b, g.batch, a.rank() == 2 ? 0 : g.m * g.k);
@@ -140,11 +154,14 @@ void run_matmul(KernelContext& ctx, const Tensor* bias, cublasLtEpilogue_t epilo
   NIMBUS_CUDA_CHECK_LAUNCH("cublasLtMatmul", stream);
 }
 
-// Same batch shapes, or one operand a plain matrix.
+// Operands of one dtype (the output's too); same batch shapes, or one operand a plain matrix.
 bool supported_batches(const KernelContext& ctx) {
   const Shape& a = ctx.inputs[0].shape();
   const Shape& b = ctx.inputs[1].shape();
-  if (ctx.inputs[0].dtype() != DType::kF32 || ctx.inputs[1].dtype() != DType::kF32) return false;
+  for (const Tensor& t : ctx.inputs) {
+    if (t.dtype() != ctx.inputs[0].dtype()) return false;
+  }
+  if (ctx.outputs[0].dtype() != ctx.inputs[0].dtype()) return false;
   if (a.rank() == 2 || b.rank() == 2) return true;
   return a.rank() == b.rank() && std::equal(a.begin(), a.end() - 2, b.begin());
 }
@@ -152,14 +169,14 @@ bool supported_batches(const KernelContext& ctx) {
 const bool kRegistered = [] {
   register_kernel("matmul", {.name = "cublaslt",
                              .device = DeviceType::kCUDA,
-                             .dtypes = {DType::kF32},
+                             .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
                              .priority = 1,
                              .fn = [](KernelContext& ctx) { run_matmul(ctx, nullptr, CUBLASLT_EPILOGUE_DEFAULT); },
                              .supports = supported_batches});
   register_kernel("fused_matmul",
                   {.name = "cublaslt",
                    .device = DeviceType::kCUDA,
-                   .dtypes = {DType::kF32},
+                   .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
                    .priority = 1,
                    .fn =
                        [](KernelContext& ctx) {
