@@ -11,8 +11,10 @@
 namespace nimbus::graph {
 
 // Evaluates op nodes whose inputs are all constants (never random or
-// side-effecting ones) and replaces them with constant nodes.
-int fold_constants(Graph& graph);
+// side-effecting ones) and replaces them with constant nodes, placed on
+// `device`, where the graph runs (a source op such as fill has no input to
+// say where its value belongs).
+int fold_constants(Graph& graph, Device device = Device::cpu());
 // Merges op nodes with the same op, attributes and inputs.
 int eliminate_common_subexpressions(Graph& graph);
 // Removes nodes that neither reach an output nor have side effects.
@@ -46,6 +48,7 @@ int fuse_epilogues(Graph& graph);
 int update_in_place(Graph& graph);
 
 struct PassOptions {
+  Device device = Device::cpu();  // where the graph runs: folded constants go there
   bool fold_constants = true;
   bool forward_updates = true;
   bool eliminate_common_subexpressions = true;

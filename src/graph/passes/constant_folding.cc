@@ -17,7 +17,7 @@ constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
 constexpr int64_t kMaxGrownElements = int64_t{1} << 14;
 }  // namespace
 
-int fold_constants(Graph& graph) {
+int fold_constants(Graph& graph, Device device) {
   int folded = 0;
   auto& nodes = graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -37,7 +37,9 @@ int fold_constants(Graph& graph) {
     int64_t largest_input = 0;
     for (const Tensor& input : inputs) largest_input = std::max(largest_input, input.numel());
     if (node.outputs[0].shape.numel() > std::max(kMaxGrownElements, largest_input)) continue;
-    const Tensor value = call_op(*node.op, std::span<const Tensor>(inputs), node.attrs)[0];
+    // Computed where its inputs are (the CPU for a source op), kept where the graph runs.
+    const Device where = inputs.empty() ? Device::cpu() : inputs[0].device();
+    const Tensor value = call_op(*node.op, std::span<const Tensor>(inputs), node.attrs, where)[0].to(device);
     node.kind = NodeKind::kConstant;
     node.op = nullptr;
     node.inputs.clear();

@@ -4,7 +4,7 @@ namespace nimbus::graph {
 
 void optimize(Graph& graph, const PassOptions& options) {
   if (options.forward_updates) forward_updates(graph);
-  if (options.fold_constants) fold_constants(graph);
+  if (options.fold_constants) fold_constants(graph, options.device);
   if (options.simplify_algebra) simplify_algebra(graph);
   if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(graph);
   eliminate_dead_code(graph);
