@@ -158,6 +158,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.device", {Kind::kString, "cpu"}},
       {"runtime.graph", {Kind::kBool, true}},
       {"runtime.jit", {Kind::kBool, true}},
+      {"runtime.allow_tf32", {Kind::kBool, false}},
       {"runtime.seed", {Kind::kInt, nullptr}},
       {"runtime.deterministic", {Kind::kBool, false}},
       {"runtime.precision", {Kind::kString, "float32"}},
@@ -587,6 +588,7 @@ void configure_runtime_from_config(const nlohmann::json& config) {
   if (runtime.contains("seed") && !runtime["seed"].is_null()) runtime_options.seed = runtime["seed"].get<uint64_t>();
   runtime_options.graph = runtime.at("graph").get<bool>();
   runtime_options.jit = runtime.at("jit").get<bool>();
+  runtime_options.allow_tf32 = runtime.at("allow_tf32").get<bool>();
   configure_runtime(runtime_options);
   check_training_device(runtime.at("device").get<std::string>());
   configure_memory_from_config(config);

@@ -4,14 +4,15 @@
 // dtype) before the kernel runs, so an element it never writes fails; NaN/Inf
 // parity is checked first, then the normalized error; a mostly-zero
 // reference output fails the case (it would not exercise the op).
-// Tolerance: the case's own in f32 (1e-5 unless it says otherwise); 1e-2 in bf16
-// and f16, for the ops with 16-bit CUDA kernels.
+// Tolerance: the case's own in f32 (1e-5 unless it says otherwise); 3e-4 for the
+// matmuls with TF32 allowed; 1e-2 in bf16 and f16, for the ops with 16-bit CUDA kernels.
 // Without a GPU every case skips, saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/runtime.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
@@ -109,9 +110,32 @@ TEST_P(CudaOpHalf, MatchesTheCpuReference) {
   expect_cuda_matches_reference(GetParam().op_case, GetParam().dtype, 1e-2);
 }
 
+// TF32 (runtime.allow_tf32): f32 operands rounded to a 10-bit mantissa inside the matmul, the 3e-4.
+class CudaOpTf32 : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOpTf32, MatchesTheCpuReference) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  const RuntimeOptions before = runtime_options();
+  RuntimeOptions tf32 = before;
+  tf32.allow_tf32 = true;
+  configure_runtime(tf32);
+  expect_cuda_matches_reference(GetParam(), DType::kF32, std::max(GetParam().forward_tolerance, 3e-4));
+  configure_runtime(before);
+}
+
+std::vector<OpCase> matmul_cases() {
+  std::vector<OpCase> result;
+  for (const OpCase& c : cases_with_cuda_kernels(DType::kF32)) {
+    if (c.op == "matmul" || c.op == "fused_matmul") result.push_back(c);
+  }
+  return result;
+}
+
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF32)), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOpTf32, ::testing::ValuesIn(matmul_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpHalf, ::testing::ValuesIn(half_cases()),
                          [](const ::testing::TestParamInfo<HalfCase>& info) {
                            return info.param.op_case.name + "_" + std::string(dtype_name(info.param.dtype));

@@ -27,6 +27,9 @@ struct RuntimeOptions {
   bool graph = true;
   // Graph mode fuses chains of elementwise ops into single kernels (the JIT switch).
   bool jit = true;
+  // f32 matmuls on CUDA may run on TF32 Tensor Cores (a 10-bit mantissa: errors near 3e-4, eight times
+  // the f32 rate on an H200). Off by default, as in PyTorch; NIMBUS_CUDA_TF32=1 turns it on too.
+  bool allow_tf32 = false;
 };
 
 void configure_runtime(const RuntimeOptions& options);
