@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ranges>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -128,12 +130,13 @@ double fused_instructions_per_second() {
 }
 
 // The probe: a small CNN (convolutions, pooling, dense layers, Adam) trained on random images by
-// `nimbus train`'s own code (train::run_config) at two batch sizes, every kernel timed. At each batch
+// `nimbus train`'s own code (train::run_config) at three batch sizes, every kernel timed. At each batch
 // two runs of different lengths are subtracted, so loading and tracing cancel and what remains is
-// training steps. Each vector op's seconds per kernel at the two batches, against its cost, give its
-// fixed cost and rate as training runs it; the step time beyond all kernels is the trainer's own work.
-constexpr int64_t kProbeSmallBatch = 32;
-constexpr int64_t kProbeLargeBatch = 256;
+// training steps. Each op's seconds per kernel at the three batches, against its cost, give its fixed
+// cost and rate as training runs it, a line between each two neighbouring sizes (a kernel's time is
+// not one line in its work: with one line through the smallest and largest sizes, the CNN example at
+// batch 32, between them, came out 12-31% short); the step time beyond all kernels is the trainer's own.
+constexpr std::array<int64_t, 3> kProbeBatches = {32, 96, 256};
 constexpr int kProbeShortSteps = 25;
 constexpr int kProbeLongSteps = 125;
 
@@ -237,30 +240,47 @@ void calibrate_with_probe(CalibrationProfile& profile) {
     std::filesystem::path dir;
     ~RemoveDir() { std::filesystem::remove_all(dir); }
   } remove_dir{dir};
-  const int64_t samples = kProbeLargeBatch * kProbeLongSteps;
+  const int64_t samples = kProbeBatches.back() * kProbeLongSteps;
   data::write_idx((dir / "images.idx").string(), cast(random_uniform({samples, 16, 16}, 0, 256), DType::kU8));
   data::write_idx((dir / "labels.idx").string(), cast(random_uniform({samples}, 0, 10), DType::kU8));
 
-  const ProbeStep small = probe_step(dir, kProbeSmallBatch);
-  const ProbeStep large = probe_step(dir, kProbeLargeBatch);
-  for (const auto& [op, s] : small.ops) {
-    const OpStep& l = large.ops.at(op);
-    if (s.kernels <= 0 || l.kernels <= 0 || s.work <= 0) continue;
-    const double small_work = s.work / s.kernels;
-    const double large_work = l.work / l.kernels;
-    const double small_seconds = s.seconds / s.kernels;
-    const double large_seconds = l.seconds / l.kernels;
-    // Kernels whose work does not grow with the batch (the optimizer's update, scalar arithmetic) show
-    // one size only: their time is all rate beyond the dispatch cost.
-    profile.op_rates[op] =
-        large_work > 1.5 * small_work
-            ? fit_two_sizes(small_work, small_seconds, large_work, large_seconds)
-            : OpRate{.flops_per_second = rate_beyond(small_work + large_work, small_seconds + large_seconds,
-                                                     2 * profile.launch_seconds),
-                     .overhead_seconds = profile.launch_seconds};
+  std::vector<ProbeStep> steps;
+  for (const int64_t batch : kProbeBatches) steps.push_back(probe_step(dir, batch));
+  for (const std::string& op : steps.front().ops | std::views::keys) {
+    // (work, seconds) per kernel at each batch where the op ran.
+    std::vector<std::pair<double, double>> sizes;
+    for (const ProbeStep& step : steps) {
+      const auto found = step.ops.find(op);
+      if (found == step.ops.end() || found->second.kernels <= 0 || found->second.work <= 0) continue;
+      sizes.emplace_back(found->second.work / found->second.kernels, found->second.seconds / found->second.kernels);
+    }
+    if (sizes.size() < 2) continue;
+    std::ranges::sort(sizes);
+    if (sizes.back().first <= 1.5 * sizes.front().first) {
+      // Kernels whose work does not grow with the batch (the optimizer's update, scalar arithmetic) show
+      // one size only: their time is all rate beyond the dispatch cost.
+      double work = 0, seconds = 0;
+      for (const auto& [size_work, size_seconds] : sizes) {
+        work += size_work;
+        seconds += size_seconds;
+      }
+      profile.op_rates[op] = {
+          .flops_per_second = rate_beyond(work, seconds, static_cast<double>(sizes.size()) * profile.launch_seconds),
+          .overhead_seconds = profile.launch_seconds};
+      continue;
+    }
+    OpRate rate = fit_two_sizes(sizes[0].first, sizes[0].second, sizes[1].first, sizes[1].second);
+    for (size_t i = 1; i + 1 < sizes.size(); ++i) {
+      const OpRate line = fit_two_sizes(sizes[i].first, sizes[i].second, sizes[i + 1].first, sizes[i + 1].second);
+      rate.beyond.push_back({.from_work = sizes[i].first,
+                             .flops_per_second = line.flops_per_second,
+                             .overhead_seconds = line.overhead_seconds});
+    }
+    profile.op_rates[op] = rate;
   }
-  profile.step_overhead_seconds =
-      std::max(0.0, (small.seconds - small.kernel_seconds + large.seconds - large.kernel_seconds) / 2);
+  double beyond_kernels = 0;
+  for (const ProbeStep& step : steps) beyond_kernels += step.seconds - step.kernel_seconds;
+  profile.step_overhead_seconds = std::max(0.0, beyond_kernels / static_cast<double>(steps.size()));
 }
 
 double physical_memory_bytes() {
@@ -303,6 +323,11 @@ nlohmann::json to_json(const CalibrationProfile& p) {
   nlohmann::json op_rates = nlohmann::json::object();
   for (const auto& [op, rate] : p.op_rates) {
     op_rates[op] = {{"flops_per_second", rate.flops_per_second}, {"overhead_seconds", rate.overhead_seconds}};
+    for (const OpLine& line : rate.beyond) {
+      op_rates[op]["beyond"].push_back({{"from_work", line.from_work},
+                                        {"flops_per_second", line.flops_per_second},
+                                        {"overhead_seconds", line.overhead_seconds}});
+    }
   }
   return {{"device", p.device},
           {"threads", p.threads},
@@ -335,6 +360,11 @@ CalibrationProfile profile_from_json(const nlohmann::json& json, const std::stri
     for (const auto& [op, rate] : json.at("op_rates").items()) {
       p.op_rates[op] = {.flops_per_second = rate.at("flops_per_second").get<double>(),
                         .overhead_seconds = rate.at("overhead_seconds").get<double>()};
+      for (const auto& line : rate.value("beyond", nlohmann::json::array())) {
+        p.op_rates[op].beyond.push_back({.from_work = line.at("from_work").get<double>(),
+                                         .flops_per_second = line.at("flops_per_second").get<double>(),
+                                         .overhead_seconds = line.at("overhead_seconds").get<double>()});
+      }
     }
     p.step_overhead_seconds = json.at("step_overhead_seconds").get<double>();
     p.measured_at = json.at("measured_at").get<std::string>();

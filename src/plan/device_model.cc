@@ -43,6 +43,14 @@ DeviceModel device_model(const CalibrationProfile& profile) {
   return model;
 }
 
+OpLine OpRate::line_at(double work) const {
+  OpLine line{.flops_per_second = flops_per_second, .overhead_seconds = overhead_seconds};
+  for (const OpLine& next : beyond) {
+    if (work >= next.from_work) line = next;
+  }
+  return line;
+}
+
 const OpRate* DeviceModel::op_rate(const std::string& key) const {
   if (const auto exact = op_rates.find(key); exact != op_rates.end()) return &exact->second;
   if (const auto all = op_rates.find(key.substr(0, key.find('['))); all != op_rates.end()) return &all->second;

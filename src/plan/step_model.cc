@@ -34,8 +34,9 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
     double rate = device.vector_flops;
     double overhead = device.launch_seconds;
     if (const OpRate* measured = device.op_rate(kernel.op)) {
-      rate = measured->flops_per_second;
-      overhead = measured->overhead_seconds;
+      const OpLine line = measured->line_at(kernel.flops);
+      rate = line.flops_per_second;
+      overhead = line.overhead_seconds;
     } else if (kernel.unit == Unit::kMatmul) {
       rate = matmul_rate;
       overhead += device.matmul_overhead_seconds;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nimbus/plan/catalog.h"
 #include "nimbus/plan/workload.h"
@@ -22,10 +23,21 @@ inline constexpr double kDefaultVectorEfficiency = 0.5;
 inline constexpr double kGpuLaunchSeconds = 5e-6;
 
 // An op's measured cost per kernel: overhead_seconds + work / flops_per_second, with the work as the
-// graph's cost counts it (graph/cost.h: elements, times the instructions of a fused program).
+// graph's cost counts it (graph/cost.h: elements, times the instructions of a fused program). A kernel's
+// time is seldom one line in its work (small convolutions use the threads poorly), so an op measured at
+// more than two sizes has a line per pair of neighbouring sizes: `beyond` holds the lines for larger
+// kernels, each from its lower size's work on.
+struct OpLine {
+  double from_work = 0;
+  double flops_per_second = 0;
+  double overhead_seconds = 0;
+};
 struct OpRate {
   double flops_per_second = 0;
-  double overhead_seconds = 0;  // dispatch and waking the compute threads
+  double overhead_seconds = 0;   // dispatch and waking the compute threads
+  std::vector<OpLine> beyond{};  // by from_work, ascending
+  // The line that serves a kernel of `work`: the last one whose from_work it reaches.
+  OpLine line_at(double work) const;
 };
 
 struct DeviceModel {
