@@ -19,7 +19,7 @@ echo "$nimbus"
 best_torch=0
 for workers in 0 1 2; do
   rate=$(/usr/bin/python3 bench/dataloader_jpeg.py "$dir" "$count" "$workers")
-  printf '%-34s %10s images/s\n' "PyTorch DataLoader, $workers workers" "$rate"
+  printf '%-38s %10s images/s\n' "PyTorch DataLoader, $workers workers" "$rate"
   best_torch=$((rate > best_torch ? rate : best_torch))
 done
 # The rate is the field before "images/s".
