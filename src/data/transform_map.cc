@@ -53,7 +53,9 @@ struct Shared {
   // and the runner (the consumer made room), each sent only when that side
   // waits: a wake-up nobody needs costs a context switch.
   std::condition_variable result_ready, room;
-  bool consumer_waiting = false, runner_waiting = false;
+  bool runner_waiting = false;
+  bool consumer_waiting = false;
+  const Call* awaited = nullptr;  // the call the waiting consumer needs; null: any
   MapFn fn;
   std::shared_ptr<NodeStats> stats;
   std::deque<std::shared_ptr<Call>> waiting;  // pulled, in input order, not yet started
@@ -97,8 +99,9 @@ void run_calls(const std::shared_ptr<Shared>& shared) {
     call->done = true;
     // Let go of the call here, under the lock: the consumer then owns the
     // last reference and frees the result (or exception) on its thread.
+    const bool wake = shared->consumer_waiting && (shared->awaited == nullptr || shared->awaited == call.get());
     call.reset();
-    if (shared->consumer_waiting) {
+    if (wake) {
       lock.unlock();  // the consumer wakes to a free mutex
       shared->result_ready.notify_one();
       lock.lock();
@@ -169,6 +172,8 @@ class ParallelMapIterator : public IteratorImpl {
     if (!ready()) {
       waited = true;
       shared_->consumer_waiting = true;
+      // In order, only the oldest call's result lets the consumer go on.
+      shared_->awaited = deterministic_ && !calls_.empty() ? calls_.front().get() : nullptr;
       try {
         wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready);
       } catch (...) {
@@ -179,7 +184,7 @@ class ParallelMapIterator : public IteratorImpl {
     }
     stats().buffer_fill = static_cast<int64_t>(calls_.size());
     if (autotune_) tune(waited, static_cast<double>(now_ns() - arrived));
-    const bool wake_runner = call && shared_->runner_waiting;
+    const bool wake_runner = call && shared_->runner_waiting && static_cast<int>(calls_.size()) <= refill_below();
     lock.unlock();
     if (wake_runner) shared_->room.notify_one();
     last_return_ns_ = now_ns();
@@ -191,9 +196,12 @@ class ParallelMapIterator : public IteratorImpl {
  private:
   // Elements between the runner and the consumer: pulled and waiting, running,
   // or done and waiting for the consumer (in input order when deterministic).
-  // Twice the parallelism: the pool threads always find the next element
+  // Four times the parallelism: the pool threads always find the next element
   // pulled, and finished results wait while an earlier call still runs.
-  int capacity() const { return 2 * shared_->parallelism; }
+  int capacity() const { return 4 * shared_->parallelism; }
+  // The runner sleeps until the buffer is down to half, then fills it: one
+  // wake-up per capacity() / 2 elements instead of one per element.
+  int refill_below() const { return capacity() / 2; }
 
   // Starts pool tasks while calls wait, up to the parallelism (one that finds
   // nothing left to run ends at once). The caller holds the mutex.
@@ -213,7 +221,9 @@ class ParallelMapIterator : public IteratorImpl {
       {
         std::unique_lock lock(shared_->mutex);
         shared_->runner_waiting = true;
-        shared_->room.wait(lock, [this] { return stop_ || static_cast<int>(calls_.size()) < capacity(); });
+        if (static_cast<int>(calls_.size()) >= capacity()) {
+          shared_->room.wait(lock, [this] { return stop_ || static_cast<int>(calls_.size()) <= refill_below(); });
+        }
         shared_->runner_waiting = false;
         if (stop_) return;
         start_workers();  // the parallelism may have risen

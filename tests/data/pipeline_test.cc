@@ -310,12 +310,13 @@ TEST(ParallelMap, RunsUpToItsParallelismAndBuffersAhead) {
   Iterator it = ds.iterator();
   for (int i = 0; i < 30; ++i) ASSERT_EQ(it.next()->at(0).item<int64_t>(), i);
   // The consumer pauses: the pool threads run ahead until the ordered buffer
-  // (twice the parallelism) is full, then stop.
+  // (four times the parallelism, refilled when down to half) is full, then stop.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(started.load(), 30 + 2 * 2);
+  EXPECT_GT(started.load(), 30 + 2 * 2);
+  EXPECT_LE(started.load(), 30 + 4 * 2);
   const int cores = nlohmann::json::parse(it.stats_json())["cores"];
   EXPECT_EQ(most_running.load(), std::min(2, cores));
-  EXPECT_EQ(node(it, "map")["buffer_capacity"], 4);
+  EXPECT_EQ(node(it, "map")["buffer_capacity"], 8);
 }
 
 TEST(Autotune, RaisesParallelismWithinFiftyBatchesAndSaysWhy) {
