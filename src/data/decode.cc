@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
+#include "nimbus/data/image_ops.h"
 
 namespace nimbus::data {
 namespace {
@@ -36,17 +38,14 @@ void check_image_size(int64_t height, int64_t width, const std::string& what) {
                   "a damaged or hostile file; ignore_errors() skips such elements (scale real images down first)");
 }
 
-// Converts interleaved u8 pixels from `from` to `to` channels (1, 2, 3, 4).
-Tensor convert_channels(const std::vector<uint8_t>& src, int64_t height, int64_t width, int from, int to) {
-  Tensor out = host_tensor(Shape{height, width, to}, DType::kU8);
-  auto* dst = out.data<uint8_t>();
-  const int64_t pixels = height * width;
+// Converts `pixels` interleaved u8 pixels from `from` to `to` channels (1, 2, 3, 4).
+void convert_pixels(const uint8_t* src, uint8_t* dst, int64_t pixels, int from, int to) {
   if (from == to) {
-    std::memcpy(dst, src.data(), static_cast<size_t>(pixels * to));
-    return out;
+    std::memcpy(dst, src, static_cast<size_t>(pixels * to));
+    return;
   }
   for (int64_t p = 0; p < pixels; ++p) {
-    const uint8_t* s = src.data() + p * from;
+    const uint8_t* s = src + p * from;
     uint8_t* d = dst + p * to;
     uint8_t r, g, b, a = 255;
     if (from <= 2) {
@@ -72,7 +71,16 @@ Tensor convert_channels(const std::vector<uint8_t>& src, int64_t height, int64_t
       d[3] = a;
     }
   }
-  return out;
+}
+
+void check_window(const CropWindow& window, int64_t height, int64_t width, const std::string& what) {
+  if (window.top < 0 || window.left < 0 || window.height < 1 || window.width < 1 ||
+      window.top + window.height > height || window.left + window.width > width) {
+    throw InvalidArgument(
+        fmt::format("decode_and_crop_image: {}: window (top {}, left {}, height {}, width {}) "
+                    "does not fit the {}x{} (height x width) image",
+                    context(what), window.top, window.left, window.height, window.width, height, width));
+  }
 }
 
 struct JpegError {
@@ -88,18 +96,21 @@ void jpeg_error_exit(j_common_ptr info) {
 }
 void jpeg_silent(j_common_ptr, int) {}
 
-Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what) {
+// Decodes the window `choose` picks from the image's size (the whole image
+// when `choose` is empty). libjpeg-turbo skips the rows above the window
+// (entropy decoding only), decodes only the iMCU columns that hold it, and
+// stops after its last row: such an image is checked for corruption up to the
+// window's last row only.
+Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose) {
   jpeg_decompress_struct info{};
   JpegError error{};
   info.err = jpeg_std_error(&error.manager);
   error.manager.error_exit = jpeg_error_exit;
   error.manager.emit_message = jpeg_silent;
-  // Locals changed after setjmp are indeterminate after a longjmp: the
-  // pixel buffer lives behind a pointer that does not change.
-  auto buffer = std::make_unique<std::vector<uint8_t>>();
-  std::vector<uint8_t>& pixels = *buffer;
-  int64_t height = 0, width = 0;
-  int file_channels = 0;
+  // Locals changed after setjmp are indeterminate after a longjmp: what is
+  // written after it lives behind pointers that do not change.
+  auto out = std::make_unique<Tensor>();
+  auto row_buffer = std::make_unique<std::vector<uint8_t>>();
   if (setjmp(error.jump) != 0) {
     jpeg_destroy_decompress(&info);
     throw DataError(fmt::format("{}: corrupt JPEG: {}", context(what), error.message),
@@ -108,24 +119,47 @@ Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  if (static_cast<int64_t>(info.image_height) * info.image_width > kMaxImagePixels) {
+  const int64_t image_height = info.image_height, image_width = info.image_width;
+  CropWindow window{0, 0, image_height, image_width};
+  try {
+    if (image_height * image_width > kMaxImagePixels) check_image_size(image_height, image_width, what);
+    if (choose) window = choose(image_height, image_width);
+    check_window(window, image_height, image_width, what);
+  } catch (...) {
     jpeg_destroy_decompress(&info);
-    check_image_size(info.image_height, info.image_width, what);
+    throw;
   }
   info.out_color_space = (channels == 1 || (channels == 0 && info.num_components == 1)) ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&info);
-  height = info.output_height;
-  width = info.output_width;
-  file_channels = info.output_components;
-  pixels.resize(static_cast<size_t>(height * width * file_channels));
-  while (info.output_scanline < info.output_height) {
-    JSAMPROW row = pixels.data() + static_cast<size_t>(info.output_scanline) * width * file_channels;
+  const int from = info.output_components;
+  const int to = channels == 0 ? from : channels;
+  // The columns to decode: one pixel more on the left and one iMCU (at most
+  // 32 pixels) more on the right than the window, because chroma upsampling
+  // at the edges of a cropped decode repeats the edge sample instead of
+  // blending in its neighbour; libjpeg-turbo widens the left edge further to
+  // an iMCU boundary. Without that the window's edge pixels differ from a
+  // full decode's by a level or two.
+  const int64_t first = std::max<int64_t>(0, window.left - 1);
+  const int64_t last = std::min(image_width, window.left + window.width + 32);
+  JDIMENSION first_column = static_cast<JDIMENSION>(first), columns = static_cast<JDIMENSION>(last - first);
+  if (last - first < image_width) jpeg_crop_scanline(&info, &first_column, &columns);
+  if (window.top > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(window.top));
+  *out = host_tensor(Shape{window.height, window.width, to}, DType::kU8);
+  auto* dst = out->data<uint8_t>();
+  const size_t out_row = static_cast<size_t>(window.width * to);
+  // Rows go straight into the tensor when they need no conversion.
+  const bool direct = from == to && columns == static_cast<JDIMENSION>(window.width);
+  if (!direct) row_buffer->resize(static_cast<size_t>(columns) * static_cast<size_t>(from));
+  const size_t skip = static_cast<size_t>(window.left - first_column) * static_cast<size_t>(from);
+  for (int64_t y = 0; y < window.height; ++y) {
+    JSAMPROW row = direct ? dst + static_cast<size_t>(y) * out_row : row_buffer->data();
     jpeg_read_scanlines(&info, &row, 1);
+    if (!direct)
+      convert_pixels(row_buffer->data() + skip, dst + static_cast<size_t>(y) * out_row, window.width, from, to);
   }
-  jpeg_finish_decompress(&info);
+  if (window.top + window.height == image_height) jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
-  const int to = channels == 0 ? file_channels : channels;
-  return convert_channels(pixels, height, width, file_channels, to);
+  return std::move(*out);
 }
 
 struct PngSource {
@@ -150,7 +184,7 @@ void png_on_error(png_structp png, png_const_charp message) {
 }
 void png_on_warning(png_structp, png_const_charp) {}
 
-Tensor decode_png(std::string_view bytes, int channels, const std::string& what) {
+Tensor decode_png(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose) {
   PngMessage message;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &message, png_on_error, png_on_warning);
   if (png == nullptr) throw OutOfMemory("decode_image: libpng cannot allocate its decoder");
@@ -191,7 +225,31 @@ Tensor decode_png(std::string_view bytes, int channels, const std::string& what)
   png_read_end(png, nullptr);
   png_destroy_read_struct(&png, &info, nullptr);
   const int to = channels == 0 ? file_channels : channels;
-  return convert_channels(pixels, height, width, file_channels, to);
+  Tensor out = host_tensor(Shape{height, width, to}, DType::kU8);
+  convert_pixels(pixels.data(), out.data<uint8_t>(), static_cast<int64_t>(height) * width, file_channels, to);
+  if (!choose) return out;
+  const CropWindow window = choose(height, width);
+  check_window(window, height, width, what);
+  return crop(out, window.top, window.left, window.height, window.width);
+}
+
+Tensor decode(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose) {
+  if (channels != 0 && channels != 1 && channels != 3 && channels != 4) {
+    throw InvalidArgument(fmt::format("decode_image: channels must be 0, 1, 3 or 4, got {}", channels));
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+    return decode_jpeg(bytes, channels, what, choose);
+  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+    return decode_png(bytes, channels, what, choose);
+  throw DataError(fmt::format("{}: neither JPEG nor PNG ({} bytes, first bytes do not match either signature)",
+                              context(what), bytes.size()),
+                  "decode_image reads JPEG and PNG files");
+}
+
+std::string_view bytes_of(const Tensor& bytes, const char* op) {
+  if (bytes.dtype() != DType::kU8) throw InvalidArgument(fmt::format("{}: expects encoded bytes (a u8 tensor)", op));
+  return std::string_view(static_cast<const char*>(bytes.raw_data()), bytes.nbytes());
 }
 
 }  // namespace
@@ -234,20 +292,20 @@ Tensor decode_raw(const Tensor& bytes, DType dtype, std::vector<int64_t> shape) 
 }
 
 Tensor decode_image(std::string_view bytes, int channels, const std::string& what) {
-  if (channels != 0 && channels != 1 && channels != 3 && channels != 4) {
-    throw InvalidArgument(fmt::format("decode_image: channels must be 0, 1, 3 or 4, got {}", channels));
-  }
-  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return decode_jpeg(bytes, channels, what);
-  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return decode_png(bytes, channels, what);
-  throw DataError(fmt::format("{}: neither JPEG nor PNG ({} bytes, first bytes do not match either signature)",
-                              context(what), bytes.size()),
-                  "decode_image reads JPEG and PNG files");
+  return decode(bytes, channels, what, {});
 }
 
 Tensor decode_image(const Tensor& bytes, int channels, const std::string& what) {
-  if (bytes.dtype() != DType::kU8) throw InvalidArgument("decode_image: expects encoded bytes (a u8 tensor)");
-  return decode_image(std::string_view(static_cast<const char*>(bytes.raw_data()), bytes.nbytes()), channels, what);
+  return decode(bytes_of(bytes, "decode_image"), channels, what, {});
+}
+
+Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels, const std::string& what) {
+  return decode(bytes_of(bytes, "decode_and_crop_image"), channels, what,
+                [window](int64_t, int64_t) { return window; });
+}
+
+Tensor decode_and_crop_image(const Tensor& bytes, const ChooseWindow& choose, int channels, const std::string& what) {
+  return decode(bytes_of(bytes, "decode_and_crop_image"), channels, what, choose);
 }
 
 std::string encode_jpeg(const Tensor& image, int quality) {

@@ -9,6 +9,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
+#include "nimbus/data/decode.h"
 #include "src/data/pipeline.h"
 
 namespace nimbus::data {
@@ -56,16 +57,43 @@ Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t height, int6
   return out;
 }
 
-Tensor random_crop(const Tensor& image, int64_t height, int64_t width, uint64_t seed) {
-  check_hwc(image, "random_crop");
-  if (height > image.dim(0) || width > image.dim(1)) {
-    throw InvalidArgument(fmt::format("random_crop: a ({}, {}) window is larger than the image {}", height, width,
-                                      image.shape().to_string()));
+namespace {
+
+// The window random_crop draws from `seed` for an image of (image_height, image_width).
+CropWindow random_crop_window(int64_t image_height, int64_t image_width, int64_t height, int64_t width, uint64_t seed,
+                              const char* op) {
+  if (height > image_height || width > image_width) {
+    throw InvalidArgument(fmt::format("{}: a ({}, {}) window is larger than the ({}, {}) image", op, height, width,
+                                      image_height, image_width));
   }
   detail::Rng rng(detail::mix_seed(seed, 0x63726f70));
-  const int64_t top = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image.dim(0) - height + 1)));
-  const int64_t left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image.dim(1) - width + 1)));
-  return crop(image, top, left, height, width);
+  const int64_t top = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image_height - height + 1)));
+  const int64_t left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(image_width - width + 1)));
+  return CropWindow{top, left, height, width};
+}
+
+// Reverses the order of `count` pixels of `Pixel` bytes each.
+template <size_t Pixel>
+void reverse_pixels(const char* src, char* dst, int64_t count) {
+  for (int64_t x = 0; x < count; ++x) std::memcpy(dst + x * Pixel, src + (count - 1 - x) * Pixel, Pixel);
+}
+
+}  // namespace
+
+Tensor random_crop(const Tensor& image, int64_t height, int64_t width, uint64_t seed) {
+  check_hwc(image, "random_crop");
+  const CropWindow w = random_crop_window(image.dim(0), image.dim(1), height, width, seed, "random_crop");
+  return crop(image, w.top, w.left, w.height, w.width);
+}
+
+Tensor decode_and_random_crop(const Tensor& bytes, int64_t height, int64_t width, uint64_t seed, int channels,
+                              const std::string& what) {
+  return decode_and_crop_image(
+      bytes,
+      [&](int64_t image_height, int64_t image_width) {
+        return random_crop_window(image_height, image_width, height, width, seed, "decode_and_random_crop");
+      },
+      channels, what);
 }
 
 Tensor flip_left_right(const Tensor& image) {
@@ -75,10 +103,19 @@ Tensor flip_left_right(const Tensor& image) {
   Tensor out = host_tensor(image.shape(), image.dtype());
   const auto* src = static_cast<const char*>(image.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
+  const size_t row = static_cast<size_t>(w) * pixel;
   for (int64_t y = 0; y < h; ++y) {
-    for (int64_t x = 0; x < w; ++x) {
-      std::memcpy(dst + static_cast<size_t>(y * w + x) * pixel, src + static_cast<size_t>(y * w + (w - 1 - x)) * pixel,
-                  pixel);
+    const char* s = src + static_cast<size_t>(y) * row;
+    char* d = dst + static_cast<size_t>(y) * row;
+    // Fixed-size copies for the common pixel sizes (u8 gray, RGB, RGBA; f32 RGB): a memcpy of
+    // a run-time size per pixel costs a call each.
+    switch (pixel) {
+      case 1: reverse_pixels<1>(s, d, w); break;
+      case 3: reverse_pixels<3>(s, d, w); break;
+      case 4: reverse_pixels<4>(s, d, w); break;
+      case 12: reverse_pixels<12>(s, d, w); break;
+      default:
+        for (int64_t x = 0; x < w; ++x) std::memcpy(d + x * pixel, s + (w - 1 - x) * pixel, pixel);
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // map: fn on each element. Sequential on the consumer's thread, or parallel:
-// a runner thread pulls input elements and hands each call to the pipeline's
-// thread pool; results come back in input order (deterministic) or as they
+// a runner thread pulls input elements ahead into an ordered buffer, and pool
+// tasks run the calls, each taking the next pulled element itself when it
+// finishes one; results come back in input order (deterministic) or as they
 // finish. With kAutotune the number of calls in flight follows the measured
 // time per call and the consumer's demand (see tune()).
 #include <fmt/format.h>
@@ -17,6 +18,8 @@ namespace {
 constexpr int kAutotuneWindow = 8;  // consumer calls between two decisions
 constexpr double kEmaWeight = 0.2;
 
+double ema(double old, double sample) { return old <= 0 ? sample : old + kEmaWeight * (sample - old); }
+
 class SequentialMapIterator : public IteratorImpl {
  public:
   SequentialMapIterator(std::shared_ptr<NodeStats> stats, const MapFn* fn, std::unique_ptr<IteratorImpl> input)
@@ -32,23 +35,79 @@ class SequentialMapIterator : public IteratorImpl {
   std::unique_ptr<IteratorImpl> input_;
 };
 
-// One call in flight or done. Shared with the pool task, so a task that
-// finishes after its iterator is gone writes into a slot nobody reads.
+// One input element, from the moment the runner pulls it until the consumer
+// takes its result. Shared with pool tasks, so a task that finishes after its
+// iterator is gone writes into a slot nobody reads.
 struct Call {
+  std::optional<Element> input;  // until a pool task takes it
   bool done = false;
   std::optional<Element> result;
   std::exception_ptr error;
 };
 
 // What pool tasks touch: owned jointly, so a task still running after its
-// iterator is destroyed stays safe.
+// iterator is destroyed stays safe. Guarded by `mutex` unless atomic.
 struct Shared {
   std::mutex mutex;
-  std::condition_variable cv;
+  // Separate wake-ups for the consumer (a result is ready or the input ended)
+  // and the runner (the consumer made room), each sent only when that side
+  // waits: a wake-up nobody needs costs a context switch.
+  std::condition_variable result_ready, room;
+  bool runner_waiting = false;
+  bool consumer_waiting = false;
+  const Call* awaited = nullptr;  // the call the waiting consumer needs; null: any
   MapFn fn;
   std::shared_ptr<NodeStats> stats;
-  double fn_time_ema_ns = 0;  // guarded by mutex
+  std::deque<std::shared_ptr<Call>> waiting;  // pulled, in input order, not yet started
+  int workers = 0;                            // pool tasks running calls
+  int parallelism = 1;                        // at most this many workers
+  double fn_time_ema_ns = 0;
 };
+
+// A pool task: runs waiting calls one after another, taking the next one
+// itself as soon as it finishes one (no hop through the runner), and ends when
+// none waits or the parallelism was lowered. It never blocks: the runner alone
+// pulls input, so the pool's threads cannot all end up waiting on a pipeline
+// stage that needs a pool thread to make progress.
+void run_calls(const std::shared_ptr<Shared>& shared) {
+  std::unique_lock lock(shared->mutex);
+  for (;;) {
+    if (shared->waiting.empty() || shared->workers > shared->parallelism) {
+      shared->workers--;
+      return;
+    }
+    std::shared_ptr<Call> call = std::move(shared->waiting.front());
+    shared->waiting.pop_front();
+    Element element = std::move(*call->input);
+    call->input.reset();
+    lock.unlock();
+    const int64_t begin = now_ns();
+    std::optional<Element> result;
+    std::exception_ptr error;
+    try {
+      result = shared->fn(element);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const int64_t took = now_ns() - begin;
+    shared->stats->busy_ns += took;
+    element.clear();  // the input's tensors go back on this thread, outside the lock
+    lock.lock();
+    shared->fn_time_ema_ns = ema(shared->fn_time_ema_ns, static_cast<double>(took));
+    call->result = std::move(result);
+    call->error = std::move(error);
+    call->done = true;
+    // Let go of the call here, under the lock: the consumer then owns the
+    // last reference and frees the result (or exception) on its thread.
+    const bool wake = shared->consumer_waiting && (shared->awaited == nullptr || shared->awaited == call.get());
+    call.reset();
+    if (wake) {
+      lock.unlock();  // the consumer wakes to a free mutex
+      shared->result_ready.notify_one();
+      lock.lock();
+    }
+  }
+}
 
 class ParallelMapIterator : public IteratorImpl {
  public:
@@ -64,10 +123,10 @@ class ParallelMapIterator : public IteratorImpl {
         shared_(std::make_shared<Shared>()) {
     shared_->fn = std::move(fn);
     shared_->stats = stats_shared();
-    parallelism_ = autotune_ ? 1 : parallelism;
-    this->stats().parallelism = parallelism_;
+    shared_->parallelism = autotune_ ? 1 : parallelism;
+    this->stats().parallelism = shared_->parallelism;
     this->stats().autotuned = autotune_;
-    this->stats().buffer_capacity = parallelism_;
+    this->stats().buffer_capacity = capacity();
     if (autotune_) this->stats().set_note(fmt::format("autotune: starts at 1, cap {} cores", cores_));
     if (!autotune_ && parallelism > cores_) {
       this->stats().set_note(
@@ -80,8 +139,9 @@ class ParallelMapIterator : public IteratorImpl {
     {
       std::lock_guard lock(shared_->mutex);
       stop_ = true;
+      shared_->waiting.clear();  // calls not started never start
     }
-    shared_->cv.notify_all();
+    shared_->room.notify_all();
     runner_.join();
   }
 
@@ -111,12 +171,22 @@ class ParallelMapIterator : public IteratorImpl {
     };
     if (!ready()) {
       waited = true;
-      wait_unless_cancelled(lock, shared_->cv, *cancelled_, ready);
+      shared_->consumer_waiting = true;
+      // In order, only the oldest call's result lets the consumer go on.
+      shared_->awaited = deterministic_ && !calls_.empty() ? calls_.front().get() : nullptr;
+      try {
+        wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready);
+      } catch (...) {
+        shared_->consumer_waiting = false;
+        throw;
+      }
+      shared_->consumer_waiting = false;
     }
     stats().buffer_fill = static_cast<int64_t>(calls_.size());
     if (autotune_) tune(waited, static_cast<double>(now_ns() - arrived));
+    const bool wake_runner = call && shared_->runner_waiting && static_cast<int>(calls_.size()) <= refill_below();
     lock.unlock();
-    shared_->cv.notify_all();
+    if (wake_runner) shared_->room.notify_one();
     last_return_ns_ = now_ns();
     if (!call) return std::nullopt;
     if (call->error) std::rethrow_exception(call->error);
@@ -124,21 +194,44 @@ class ParallelMapIterator : public IteratorImpl {
   }
 
  private:
-  static double ema(double old, double sample) { return old <= 0 ? sample : old + kEmaWeight * (sample - old); }
+  // Elements between the runner and the consumer: pulled and waiting, running,
+  // or done and waiting for the consumer (in input order when deterministic).
+  // Four times the parallelism: the pool threads always find the next element
+  // pulled, and finished results wait while an earlier call still runs.
+  int capacity() const { return 4 * shared_->parallelism; }
+  // The runner sleeps until the buffer is down to half, then fills it: one
+  // wake-up per capacity() / 2 elements instead of one per element.
+  int refill_below() const { return capacity() / 2; }
 
+  // Starts pool tasks while calls wait, up to the parallelism (one that finds
+  // nothing left to run ends at once). The caller holds the mutex.
+  void start_workers() {
+    while (shared_->workers < shared_->parallelism && !shared_->waiting.empty()) {
+      shared_->workers++;
+      pool_->submit([shared = shared_] { run_calls(shared); });
+    }
+  }
+
+  // The runner: keeps up to capacity() elements pulled from the input ahead
+  // of the consumer, and starts pool tasks when calls wait and fewer than
+  // `parallelism` run.
   void run() {
     pthread_setname_np(pthread_self(), "nimbus-map");  // for the monitor's per-thread CPU
     for (;;) {
       {
         std::unique_lock lock(shared_->mutex);
-        shared_->cv.wait(lock, [this] { return stop_ || static_cast<int>(calls_.size()) < parallelism_; });
+        shared_->runner_waiting = true;
+        if (static_cast<int>(calls_.size()) >= capacity()) {
+          shared_->room.wait(lock, [this] { return stop_ || static_cast<int>(calls_.size()) <= refill_below(); });
+        }
+        shared_->runner_waiting = false;
         if (stop_) return;
+        start_workers();  // the parallelism may have risen
       }
       auto call = std::make_shared<Call>();
-      std::optional<Element> element;
       const int64_t start = now_ns();
       try {
-        element = input_->next();
+        call->input = input_->next();
       } catch (const IterationCancelled&) {
         return;
       } catch (...) {
@@ -147,38 +240,19 @@ class ParallelMapIterator : public IteratorImpl {
       }
       stats().input_wait_ns += now_ns() - start;
       std::lock_guard lock(shared_->mutex);
-      if (!call->done && !element) {
+      if (!call->done && !call->input) {
         input_done_ = true;
-        shared_->cv.notify_all();
+        shared_->result_ready.notify_one();
         return;
       }
       calls_.push_back(call);
       if (call->done) {
-        call.reset();  // the consumer's reference is the last: it frees the exception
-        shared_->cv.notify_all();
-        continue;
+        shared_->result_ready.notify_one();  // an input error, ready at once
+      } else {
+        shared_->waiting.push_back(std::move(call));
+        start_workers();
       }
-      pool_->submit([call = std::move(call), shared = shared_, element = std::move(*element)]() mutable {
-        const int64_t begin = now_ns();
-        std::optional<Element> result;
-        std::exception_ptr error;
-        try {
-          result = shared->fn(element);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        const int64_t took = now_ns() - begin;
-        shared->stats->busy_ns += took;
-        std::lock_guard lock(shared->mutex);
-        shared->fn_time_ema_ns = ema(shared->fn_time_ema_ns, static_cast<double>(took));
-        call->result = std::move(result);
-        call->error = std::move(error);
-        call->done = true;
-        // Let go of the call here, under the lock: the consumer then owns the
-        // last reference and frees the result (or exception) on its thread.
-        call.reset();
-        shared->cv.notify_all();
-      });
+      call.reset();  // the consumer's reference is the last: it frees the result or exception
     }
   }
 
@@ -199,24 +273,25 @@ class ParallelMapIterator : public IteratorImpl {
     // The consumer's own time between calls (the wait excluded).
     const double gap = std::max(gap_ema_ - window_wait_ns_ / window_calls_, 1000.0);
     const double needed = fn_time > 0 ? fn_time / gap : 1.0;
-    int target = parallelism_;
+    const int parallelism = shared_->parallelism;
+    int target = parallelism;
     const int estimate = static_cast<int>(std::ceil(needed));
     // Waits shorter than 5% of the window are thread hand-offs, not a
     // shortage of calls in flight.
     const double window_ns = std::max(1.0, static_cast<double>(now_ns() - window_start_ns_));
     const double wait_share = window_wait_ns_ / window_ns;
     if (wait_share > 0.05)
-      target = std::max(parallelism_ + 1, estimate);
-    else if (estimate + 1 < parallelism_)
-      target = parallelism_ - 1;
+      target = std::max(parallelism + 1, estimate);
+    else if (estimate + 1 < parallelism)
+      target = parallelism - 1;
     target = std::clamp(target, 1, cores_);
     stats().set_note(fmt::format(
         "autotune: {} in flight — a call takes {:.3f} ms, the consumer asks every {:.3f} ms "
         "→ needs {:.1f}; consumer waited in {} of the last {} calls ({:.0f}% of the time); cap {} cores",
         target, fn_time / 1e6, gap / 1e6, needed, window_waits_, window_calls_, 100.0 * wait_share, cores_));
-    parallelism_ = target;
+    shared_->parallelism = target;
     stats().parallelism = target;
-    stats().buffer_capacity = target;
+    stats().buffer_capacity = capacity();
     window_calls_ = 0;
     window_waits_ = 0;
     window_wait_ns_ = 0;
@@ -230,8 +305,7 @@ class ParallelMapIterator : public IteratorImpl {
   std::shared_ptr<ThreadPool> pool_;
   std::shared_ptr<std::atomic<bool>> cancelled_;
   std::shared_ptr<Shared> shared_;
-  std::deque<std::shared_ptr<Call>> calls_;
-  int parallelism_ = 1;
+  std::deque<std::shared_ptr<Call>> calls_;  // guarded by shared_->mutex
   bool input_done_ = false;
   bool stop_ = false;
   std::thread runner_;

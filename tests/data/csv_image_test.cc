@@ -8,6 +8,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/decode.h"
+#include "nimbus/data/image_ops.h"
 #include "tests/data/data_test_util.h"
 
 namespace nimbus::data {
@@ -148,6 +149,74 @@ TEST_F(ImageTest, CorruptImagesAreDataErrorsNamingTheFile) {
   std::vector<uint8_t> rgba(4 * 4 * 4, 1);
   const std::string png = encode_png_rgba(4, 4, rgba, path("b.png"));
   EXPECT_THROW(decode_image(std::string_view(png.substr(0, png.size() - 20)), 0, "b.png"), DataError);
+}
+
+// Textured pixels (a gradient plus noise), so that chroma subsampling and
+// libjpeg-turbo's fancy upsampling make each pixel depend on its neighbours.
+std::vector<uint8_t> textured(int width, int height, int components) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(width * height * components));
+  uint32_t noise = 12345;
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    noise = noise * 1664525u + 1013904223u;
+    pixels[i] = static_cast<uint8_t>((i * 3 / static_cast<size_t>(components)) % 200 + (noise >> 27));
+  }
+  return pixels;
+}
+
+TEST_F(ImageTest, DecodeAndCropGivesTheSamePixelsAsDecodeThenCrop) {
+  const int w = 100, h = 75;                                             // neither a multiple of the 16-pixel iMCU
+  const std::string rgb_jpeg = encode_jpeg(w, h, 3, textured(w, h, 3));  // 4:2:0, as libjpeg's defaults
+  const std::string gray_jpeg = encode_jpeg(w, h, 1, textured(w, h, 1));
+  std::vector<uint8_t> rgba = textured(w, h, 4);
+  const std::string png = encode_png_rgba(w, h, rgba, path("t.png"));
+  std::vector<CropWindow> windows = {{0, 0, h, w},         {0, 0, 10, 10}, {17, 33, 40, 50},
+                                     {h - 1, w - 1, 1, 1}, {5, 1, 70, 99}, {31, 64, 20, 36},
+                                     {0, 16, h, 16},       {60, 0, 15, w}, {h - 16, 84, 16, 16}};
+  uint32_t draw = 7;
+  for (int i = 0; i < 20; ++i) {  // and random ones
+    draw = draw * 1664525u + 1013904223u;
+    const int64_t height = 1 + (draw >> 8) % h, width = 1 + (draw >> 16) % w;
+    windows.push_back({(draw >> 4) % (h - height + 1), (draw >> 20) % (w - width + 1), height, width});
+  }
+  for (const std::string* image : {&rgb_jpeg, &gray_jpeg, &png}) {
+    const Tensor bytes = string_tensor(*image);
+    for (int channels : {0, 1, 3, 4}) {
+      const Tensor full = decode_image(bytes, channels);
+      for (const CropWindow& c : windows) {
+        const Tensor window = decode_and_crop_image(bytes, c, channels);
+        ASSERT_EQ(window.shape(), crop(full, c.top, c.left, c.height, c.width).shape());
+        ASSERT_EQ(window.to_vector<int>(), crop(full, c.top, c.left, c.height, c.width).to_vector<int>())
+            << "window (" << c.top << ", " << c.left << ", " << c.height << ", " << c.width << "), channels "
+            << channels << ", "
+            << (image == &png         ? "PNG"
+                : image == &gray_jpeg ? "gray JPEG"
+                                      : "RGB JPEG");
+      }
+    }
+  }
+}
+
+TEST_F(ImageTest, DecodeAndRandomCropMatchesRandomCropOfTheDecodedImage) {
+  const Tensor bytes = string_tensor(encode_jpeg(128, 128, 3, textured(128, 128, 3)));
+  const Tensor full = decode_image(bytes, 3);
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    ASSERT_EQ(decode_and_random_crop(bytes, 112, 112, seed, 3).to_vector<int>(),
+              random_crop(full, 112, 112, seed).to_vector<int>())
+        << "seed " << seed;
+  }
+}
+
+TEST_F(ImageTest, ACropWindowOutsideTheImageNamesBoth) {
+  const Tensor bytes = string_tensor(encode_jpeg(16, 8, 3, textured(16, 8, 3)));
+  try {
+    decode_and_crop_image(bytes, CropWindow{4, 0, 8, 16}, 3, "cat.jpg");
+    FAIL() << "a window below the image was decoded";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("cat.jpg"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("top 4, left 0, height 8, width 16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("8x16"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(decode_and_random_crop(bytes, 9, 9, 1, 3), InvalidArgument);
 }
 
 // Found by fuzz/image_fuzzer.cc: a header claiming 60000x60000 pixels made decode_image allocate

@@ -168,6 +168,33 @@ TEST(DatasetTransforms, MapParallelNondeterministicYieldsEveryElement) {
   EXPECT_EQ(got, expected_squares());
 }
 
+// Calls that take uneven times (element i sleeps (i * 7) % 5 ms) finish out of order.
+Dataset uneven_squares(int parallel, bool deterministic, std::atomic<int>* calls) {
+  return Dataset::range(40).map(
+      [calls](const Element& e) {
+        const int64_t v = e[0].item<int64_t>();
+        (*calls)++;
+        std::this_thread::sleep_for(std::chrono::milliseconds((v * 7) % 5));
+        return Element{Tensor::scalar<int64_t>(v * v)};
+      },
+      parallel, deterministic);
+}
+
+TEST(DatasetTransforms, MapKeepsOrderWhenCallsFinishOutOfOrder) {
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 40; ++i) expected.push_back(i * i);
+  for (int parallel : {2, 3, kAutotune}) {
+    std::atomic<int> calls{0};
+    EXPECT_EQ(scalars(uneven_squares(parallel, true, &calls).collect()), expected) << "parallel " << parallel;
+    EXPECT_EQ(calls.load(), 40) << "each element is mapped exactly once";
+    calls = 0;
+    auto got = scalars(uneven_squares(parallel, false, &calls).collect());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << "every element exactly once, parallel " << parallel;
+    EXPECT_EQ(calls.load(), 40);
+  }
+}
+
 TEST(DatasetTransforms, MapRunsOnPipelineThreadsNotTheCaller) {
   const auto caller = std::this_thread::get_id();
   std::atomic<int> on_caller{0};

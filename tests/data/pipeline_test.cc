@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -291,6 +292,31 @@ TEST(Stats, ParallelMapAndPrefetchCutTheStepsInputWait) {
   const double parallel = run(Dataset::range(60).map(slow, 6).prefetch(4));
   EXPECT_GT(serial, 0.12);  // 60 x 3 ms of waiting, at least most of it
   EXPECT_LT(parallel, 0.6 * serial) << "serial " << serial << " s, parallel " << parallel << " s";
+}
+
+TEST(ParallelMap, RunsUpToItsParallelismAndBuffersAhead) {
+  std::atomic<int> running{0}, most_running{0}, started{0};
+  Dataset ds = Dataset::range(1000).map(
+      [&](const Element& e) {
+        started++;
+        const int now = ++running;
+        for (int seen = most_running.load(); now > seen && !most_running.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        running--;
+        return e;
+      },
+      2);
+  Iterator it = ds.iterator();
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(it.next()->at(0).item<int64_t>(), i);
+  // The consumer pauses: the pool threads run ahead until the ordered buffer
+  // (four times the parallelism, refilled when down to half) is full, then stop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_GT(started.load(), 30 + 2 * 2);
+  EXPECT_LE(started.load(), 30 + 4 * 2);
+  const int cores = nlohmann::json::parse(it.stats_json())["cores"];
+  EXPECT_EQ(most_running.load(), std::min(2, cores));
+  EXPECT_EQ(node(it, "map")["buffer_capacity"], 8);
 }
 
 TEST(Autotune, RaisesParallelismWithinFiftyBatchesAndSaysWhy) {

@@ -10,6 +10,7 @@
 // the decoder reported; `what` (a file name, a record) goes into the message.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,23 @@ Tensor decode_raw(std::string_view bytes, DType dtype, std::vector<int64_t> shap
 
 Tensor decode_image(const Tensor& bytes, int channels = 0, const std::string& what = {});
 Tensor decode_image(std::string_view bytes, int channels = 0, const std::string& what = {});
+
+// A window of an image: rows [top, top + height), columns [left, left + width).
+struct CropWindow {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+// Picks a window from the image's (height, width), read from its header.
+using ChooseWindow = std::function<CropWindow(int64_t height, int64_t width)>;
+
+// decode_image, then the window: the same pixels as crop(decode_image(bytes,
+// channels), ...), as tf.io.decode_and_crop_jpeg. A JPEG decodes only the
+// window (libjpeg-turbo skips the rows above it, decodes only the 8- or
+// 16-pixel column blocks that hold it and stops after its last row), so
+// corruption below the window goes unnoticed; a PNG decodes whole. A window
+// that does not fit the image is an InvalidArgument naming both.
+Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels = 0, const std::string& what = {});
+Tensor decode_and_crop_image(const Tensor& bytes, const ChooseWindow& choose, int channels = 0,
+                             const std::string& what = {});
 
 // Encodes a u8 (H, W, 1) or (H, W, 3) image as a JPEG (libjpeg-turbo),
 // quality 1-100: for making test and benchmark images.

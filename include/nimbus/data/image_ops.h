@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "nimbus/tensor/tensor.h"
@@ -24,6 +25,11 @@ namespace nimbus::data {
 Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t height, int64_t width);
 // A window of (height, width) at a position drawn uniformly from `seed`.
 Tensor random_crop(const Tensor& image, int64_t height, int64_t width, uint64_t seed);
+// decode_image then random_crop with the same seed, the same pixels, but a
+// JPEG decodes only the window (decode_and_crop_image): faster when a random
+// crop follows the decode.
+Tensor decode_and_random_crop(const Tensor& bytes, int64_t height, int64_t width, uint64_t seed, int channels = 0,
+                              const std::string& what = {});
 // Mirrors the W axis.
 Tensor flip_left_right(const Tensor& image);
 // Mirrors with probability 1/2, drawn from `seed`.
