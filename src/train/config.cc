@@ -171,6 +171,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.strategy.devices", {Kind::kStringList, nullptr}},
       {"runtime.strategy.collective_timeout", {Kind::kNumber, 600}},
       {"runtime.strategy.bucket_size", {Kind::kSize, "25MiB"}},
+      {"runtime.strategy.overlap", {Kind::kBool, true}},
       {"checkpoint.save_freq", {Kind::kFrequency, "epoch"}},
       {"checkpoint.max_to_keep", {Kind::kInt, 3}},
       {"checkpoint.save_best", {Kind::kBool, true}},
