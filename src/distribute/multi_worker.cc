@@ -148,14 +148,21 @@ class MpiCollectives final : public Collectives {
       requests.emplace_back();
       NIMBUS_MPI_CHECK(MPI_Isend(&sequence_, 1, MPI_INT64_T, peer, kArrivalTag, communicator_, &requests.back()));
     }
-    auto pause = std::chrono::microseconds(0);
+    const auto started = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
       int done = 0;
       NIMBUS_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline) break;
-      // Spin briefly (a step's collectives are usually quick), then back off to at most 1 ms.
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      // Each test advances the collective's schedule by a step (OpenMPI has no progress thread): yield
+      // between tests while it moves, back off to sleeps of up to 1 ms only when it has waited long
+      // (a peer still computing), so a large buffer's many rounds do not each wait out a sleep.
+      if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20)) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::this_thread::sleep_for(pause);
       pause = std::min(std::chrono::microseconds(1000), pause + std::chrono::microseconds(10));
     }
     std::vector<int> missing;
