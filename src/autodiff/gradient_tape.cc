@@ -69,6 +69,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   }
   // Only a call that passed the checks uses up a non-persistent tape.
   used_ = true;
+  const GradientReady ready = std::move(on_gradient_ready_);  // for this call only
+  on_gradient_ready_ = nullptr;
   // Gradient rules run ops; this tape must not record them (no higher-order gradients).
   struct PauseRecording {
     bool& recording;
@@ -92,11 +94,26 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     }
   }
 
+  // With a ready callback: the sources whose earliest use is each entry (their gradient is final once the
+  // backward sweep has run that entry's rule).
+  std::unordered_map<size_t, std::vector<size_t>> final_after;
+  if (ready) {
+    std::unordered_map<uint64_t, size_t> first_use;
+    for (size_t e = 0; e < entries_.size(); ++e) {
+      for (const Tensor& input : entries_[e].inputs) first_use.try_emplace(input.id(), e);
+    }
+    for (size_t s = 0; s < sources.size(); ++s) {
+      const auto found = first_use.find(sources[s].id());
+      if (found != first_use.end() && reaches_source.count(sources[s].id()) != 0)
+        final_after[found->second].push_back(s);
+    }
+  }
+
   std::unordered_map<uint64_t, Tensor> grads;
   grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
 
-  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-    const Entry& entry = *it;
+  // One entry's gradient rule: its outputs' gradients into its inputs'.
+  auto run_rule = [&](const Entry& entry) {
     std::vector<Tensor> grad_outputs(entry.outputs.size());
     bool any_grad = false;
     for (size_t i = 0; i < entry.outputs.size(); ++i) {
@@ -106,14 +123,14 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
         any_grad = true;
       }
     }
-    if (!any_grad || !entry.op->differentiable) continue;
+    if (!any_grad || !entry.op->differentiable) return;
     std::unique_ptr<bool[]> needs(new bool[entry.inputs.size()]);
     bool any_needed = false;
     for (size_t i = 0; i < entry.inputs.size(); ++i) {
       needs[i] = reaches_source.count(entry.inputs[i].id()) != 0 && is_floating(entry.inputs[i].dtype());
       any_needed = any_needed || needs[i];
     }
-    if (!any_needed) continue;
+    if (!any_needed) return;
     const GradContext context{*entry.op,     entry.attrs,  entry.inputs,
                               entry.outputs, grad_outputs, std::span<const bool>(needs.get(), entry.inputs.size())};
     const std::vector<Tensor> input_grads = entry.op->gradient(context);
@@ -130,6 +147,15 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
           << input.shape().to_string() << " input";
       auto [slot, inserted] = grads.try_emplace(input.id(), g);
       if (!inserted) slot->second = add(slot->second, g);
+    }
+  };
+  for (size_t e = entries_.size(); e-- > 0;) {
+    run_rule(entries_[e]);
+    const auto done = final_after.find(e);
+    if (done == final_after.end()) continue;
+    for (size_t s : done->second) {
+      const auto found = grads.find(sources[s].id());
+      if (found != grads.end()) ready(s, found->second);
     }
   }
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "communication_thread.h"
 #include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/ops/dispatch.h"
@@ -33,33 +34,129 @@ const OpSchema& kAllReduce = define_op({
     // the program order, so every replica runs its collectives in the same order.
 });
 
+// The tensors laid end to end: one collective for the bucket.
+std::vector<float> flatten(std::span<const Tensor> tensors) {
+  size_t count = 0;
+  for (const Tensor& tensor : tensors) count += static_cast<size_t>(tensor.numel());
+  std::vector<float> flat(count);
+  size_t offset = 0;
+  for (const Tensor& tensor : tensors) {
+    std::memcpy(flat.data() + offset, tensor.data<float>(), tensor.nbytes());
+    offset += static_cast<size_t>(tensor.numel());
+  }
+  return flat;
+}
+
+void unflatten(const std::vector<float>& flat, std::span<Tensor> tensors) {
+  size_t offset = 0;
+  for (Tensor& tensor : tensors) {
+    std::memcpy(tensor.data<float>(), flat.data() + offset, tensor.nbytes());
+    offset += static_cast<size_t>(tensor.numel());
+  }
+}
+
+bool in_sync(const ReplicaContext* replica) { return replica != nullptr && replica->num_replicas > 1; }
+
 void all_reduce_kernel(KernelContext& ctx) {
   for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.outputs[i].copy_from(ctx.inputs[i]);
   const ReplicaContext* replica = current_replica();
-  if (replica == nullptr || replica->num_replicas == 1) return;
-  size_t count = 0;
-  for (const Tensor& input : ctx.inputs) count += static_cast<size_t>(input.numel());
+  if (!in_sync(replica)) return;
   if (ctx.outputs.size() == 1) {
-    replica->collectives->all_reduce({ctx.outputs[0].data<float>(), count}, ReduceOp::kSum);
+    replica->collectives->all_reduce({ctx.outputs[0].data<float>(), static_cast<size_t>(ctx.outputs[0].numel())},
+                                     ReduceOp::kSum);
     return;
   }
-  // One collective for the bucket: its tensors laid end to end.
-  std::vector<float> flat(count);
-  size_t offset = 0;
-  for (const Tensor& output : ctx.outputs) {
-    std::memcpy(flat.data() + offset, output.data<float>(), output.nbytes());
-    offset += static_cast<size_t>(output.numel());
-  }
+  std::vector<float> flat = flatten(ctx.outputs);
   replica->collectives->all_reduce(flat, ReduceOp::kSum);
-  offset = 0;
-  for (Tensor& output : ctx.outputs) {
-    std::memcpy(output.data<float>(), flat.data() + offset, output.nbytes());
-    offset += static_cast<size_t>(output.numel());
-  }
+  unflatten(flat, ctx.outputs);
 }
 
 const bool kAllReduceReference =
     register_kernel("all_reduce", {.name = kReferenceKernel, .dtypes = {DType::kF32}, .fn = all_reduce_kernel});
+
+const OpSchema& kAllReduceStart = define_op({
+    .name = "all_reduce_start",
+    .summary = "hands its inputs (one gradient bucket) to the replica's communication thread to be summed over the "
+               "replicas; returns the ticket all_reduce_wait takes (-1: nothing started)",
+    .kind = OpKind::kShape,
+    .num_inputs = 1,
+    .variadic_inputs = true,
+    .infer =
+        [](const InferContext& ctx) {
+          for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_dtype(static_cast<int>(i), {DType::kF32});
+          return std::vector<TensorSpec>{{Shape{}, DType::kI64}};
+        },
+    .differentiable = false,
+});
+
+const OpSchema& kAllReduceWait = define_op({
+    .name = "all_reduce_wait",
+    .summary = "inputs 1.. summed over the replicas by the all-reduce that all_reduce_start (input 0, its ticket) "
+               "started; the identity outside a replica",
+    .kind = OpKind::kShape,
+    .num_inputs = 2,
+    .variadic_inputs = true,
+    .infer =
+        [](const InferContext& ctx) {
+          ctx.expect_dtype(0, {DType::kI64});
+          std::vector<TensorSpec> outputs;
+          for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+            ctx.expect_dtype(static_cast<int>(i), {DType::kF32});
+            outputs.push_back(ctx.inputs[i]);
+          }
+          return outputs;
+        },
+    .differentiable = false,
+});
+
+void all_reduce_start_kernel(KernelContext& ctx) {
+  const ReplicaContext* replica = current_replica();
+  int64_t ticket = -1;
+  if (in_sync(replica) && replica->gradient_thread != nullptr) {
+    ticket = replica->gradient_thread->start(flatten(ctx.inputs), replica->collectives->context());
+  }
+  *ctx.outputs[0].data<int64_t>() = ticket;
+}
+
+void all_reduce_wait_kernel(KernelContext& ctx) {
+  const std::span<const Tensor> tensors = ctx.inputs.subspan(1);
+  const int64_t ticket = *ctx.inputs[0].data<int64_t>();
+  const ReplicaContext* replica = current_replica();
+  if (!in_sync(replica)) {
+    for (size_t i = 0; i < tensors.size(); ++i) ctx.outputs[i].copy_from(tensors[i]);
+    return;
+  }
+  std::vector<float> flat;
+  if (ticket >= 0 && replica->gradient_thread != nullptr) {
+    flat = replica->gradient_thread->wait(ticket);
+  } else {
+    flat = flatten(tensors);
+    replica->collectives->all_reduce(flat, ReduceOp::kSum);
+  }
+  unflatten(flat, ctx.outputs);
+}
+
+const bool kAllReduceStartReference = register_kernel(
+    "all_reduce_start", {.name = kReferenceKernel, .dtypes = {DType::kF32}, .fn = all_reduce_start_kernel});
+const bool kAllReduceWaitReference = register_kernel(
+    "all_reduce_wait", {.name = kReferenceKernel, .dtypes = {DType::kI64}, .fn = all_reduce_wait_kernel});
+
+// Buckets of at most `bucket_bytes` over gradients of `bytes` each, taken last first (the order the
+// backward pass makes them); gradients of 0 bytes (none) belong to no bucket.
+std::vector<std::vector<size_t>> gradient_buckets(const std::vector<size_t>& bytes, size_t bucket_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  size_t bucket_size = 0;
+  for (size_t i = bytes.size(); i-- > 0;) {
+    if (bytes[i] == 0) continue;
+    if (buckets.empty() || (!buckets.back().empty() && bucket_size + bytes[i] > bucket_bytes)) {
+      buckets.emplace_back();
+      bucket_size = 0;
+    }
+    buckets.back().push_back(i);
+    bucket_size += bytes[i];
+  }
+  return buckets;
+}
 
 }  // namespace
 
@@ -68,26 +165,71 @@ std::vector<Tensor> all_reduce_sum(const std::vector<Tensor>& tensors) {
 }
 
 std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& gradients, size_t bucket_bytes) {
+  std::vector<size_t> bytes;
+  for (const Tensor& gradient : gradients) bytes.push_back(gradient.defined() ? gradient.nbytes() : 0);
   std::vector<Tensor> reduced(gradients.size());
-  std::vector<size_t> bucket;
-  size_t bucket_size = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
+  for (const std::vector<size_t>& bucket : gradient_buckets(bytes, bucket_bytes)) {
     std::vector<Tensor> inputs;
     for (size_t i : bucket) inputs.push_back(gradients[i]);
     std::vector<Tensor> outputs = all_reduce_sum(inputs);
     for (size_t k = 0; k < bucket.size(); ++k) reduced[bucket[k]] = std::move(outputs[k]);
-    bucket.clear();
-    bucket_size = 0;
-  };
-  for (size_t i = gradients.size(); i-- > 0;) {
-    if (!gradients[i].defined()) continue;
-    const size_t bytes = gradients[i].nbytes();
-    if (!bucket.empty() && bucket_size + bytes > bucket_bytes) flush();
-    bucket.push_back(i);
-    bucket_size += bytes;
   }
-  flush();
+  return reduced;
+}
+
+Tensor all_reduce_start(const std::vector<Tensor>& tensors) {
+  return call_op(kAllReduceStart, std::span<const Tensor>(tensors))[0];
+}
+
+std::vector<Tensor> all_reduce_wait(const Tensor& ticket, const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> inputs = {ticket};
+  inputs.insert(inputs.end(), tensors.begin(), tensors.end());
+  return call_op(kAllReduceWait, std::span<const Tensor>(inputs));
+}
+
+OverlappedAllReduce::OverlappedAllReduce(const std::vector<Tensor>& variables, size_t bucket_bytes)
+    : bucket_of_(variables.size()), gradients_(variables.size()) {
+  std::vector<size_t> bytes;
+  for (const Tensor& variable : variables) bytes.push_back(variable.nbytes());
+  buckets_ = gradient_buckets(bytes, bucket_bytes);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t i : buckets_[b]) bucket_of_[i] = b;
+    missing_.push_back(buckets_[b].size());
+  }
+  tickets_.resize(buckets_.size());
+}
+
+void OverlappedAllReduce::ready(size_t i, const Tensor& gradient) {
+  gradients_[i] = gradient;
+  const size_t bucket = bucket_of_[i];
+  if (--missing_[bucket] == 0) start(bucket);
+}
+
+void OverlappedAllReduce::start(size_t bucket) {
+  std::vector<Tensor> inputs;
+  for (size_t i : buckets_[bucket]) {
+    if (gradients_[i].defined()) inputs.push_back(gradients_[i]);
+  }
+  if (!inputs.empty()) tickets_[bucket] = all_reduce_start(inputs);
+}
+
+std::vector<Tensor> OverlappedAllReduce::finish() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (missing_[b] != 0) start(b);
+  }
+  std::vector<Tensor> reduced(gradients_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!tickets_[b].defined()) continue;
+    std::vector<size_t> members;
+    std::vector<Tensor> inputs;
+    for (size_t i : buckets_[b]) {
+      if (!gradients_[i].defined()) continue;
+      members.push_back(i);
+      inputs.push_back(gradients_[i]);
+    }
+    std::vector<Tensor> outputs = all_reduce_wait(tickets_[b], inputs);
+    for (size_t k = 0; k < members.size(); ++k) reduced[members[k]] = std::move(outputs[k]);
+  }
   return reduced;
 }
 

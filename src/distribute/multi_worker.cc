@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "communication_thread.h"
 #include "nimbus/base/error.h"
 #include "replica_scope.h"
 
@@ -18,6 +19,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 
 #include "collective_timeout.h"
 #endif
@@ -51,6 +53,8 @@ namespace {
 
 // A failed step leaves collectives in flight: the job must end rather than finalize and wait.
 std::atomic<bool> g_failed{false};
+// Whether this MPI lets two threads call it at once (else the buckets are all-reduced after backward).
+bool g_thread_multiple = false;
 
 void finish_mpi() {
   int finalized = 0;
@@ -67,8 +71,10 @@ void start_mpi() {
     MPI_Initialized(&initialized);
     if (initialized) return;
     int provided = 0;
-    // Collectives run on the training thread only.
-    NIMBUS_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // The training thread and the communication thread (gradient buckets, on a communicator of its own)
+    // call MPI at the same time.
+    NIMBUS_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     std::atexit(finish_mpi);
   });
@@ -78,10 +84,10 @@ constexpr int kArrivalTag = 7301;
 
 class MpiCollectives final : public Collectives {
  public:
-  explicit MpiCollectives(CollectiveOptions options) : options_(options) {
-    start_mpi();
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // Over `communicator` (MPI started).
+  MpiCollectives(CollectiveOptions options, MPI_Comm communicator) : options_(options), communicator_(communicator) {
+    MPI_Comm_rank(communicator_, &rank_);
+    MPI_Comm_size(communicator_, &size_);
     arrivals_.resize(static_cast<size_t>(size_));
   }
 
@@ -91,7 +97,7 @@ class MpiCollectives final : public Collectives {
   void all_reduce(std::span<float> buffer, ReduceOp op) override {
     MPI_Request request;
     NIMBUS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count_of(buffer.size()), MPI_FLOAT, MPI_SUM,
-                                    MPI_COMM_WORLD, &request));
+                                    communicator_, &request));
     wait("all_reduce", request);
     if (op == ReduceOp::kMean) {
       for (float& value : buffer) value /= static_cast<float>(size_);
@@ -99,7 +105,7 @@ class MpiCollectives final : public Collectives {
   }
   void broadcast(std::span<std::byte> buffer, int root) override {
     MPI_Request request;
-    NIMBUS_MPI_CHECK(MPI_Ibcast(buffer.data(), count_of(buffer.size()), MPI_BYTE, root, MPI_COMM_WORLD, &request));
+    NIMBUS_MPI_CHECK(MPI_Ibcast(buffer.data(), count_of(buffer.size()), MPI_BYTE, root, communicator_, &request));
     wait("broadcast", request);
   }
   void all_gather(std::span<const float> send, std::span<float> receive) override {
@@ -109,12 +115,12 @@ class MpiCollectives final : public Collectives {
     }
     MPI_Request request;
     NIMBUS_MPI_CHECK(MPI_Iallgather(send.data(), count_of(send.size()), MPI_FLOAT, receive.data(),
-                                    count_of(send.size()), MPI_FLOAT, MPI_COMM_WORLD, &request));
+                                    count_of(send.size()), MPI_FLOAT, communicator_, &request));
     wait("all_gather", request);
   }
   void barrier() override {
     MPI_Request request;
-    NIMBUS_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    NIMBUS_MPI_CHECK(MPI_Ibarrier(communicator_, &request));
     wait("barrier", request);
   }
 
@@ -138,18 +144,25 @@ class MpiCollectives final : public Collectives {
       peers.push_back(peer);
       requests.emplace_back();
       NIMBUS_MPI_CHECK(MPI_Irecv(&arrivals_[static_cast<size_t>(peer)], 1, MPI_INT64_T, peer, kArrivalTag,
-                                 MPI_COMM_WORLD, &requests.back()));
+                                 communicator_, &requests.back()));
       requests.emplace_back();
-      NIMBUS_MPI_CHECK(MPI_Isend(&sequence_, 1, MPI_INT64_T, peer, kArrivalTag, MPI_COMM_WORLD, &requests.back()));
+      NIMBUS_MPI_CHECK(MPI_Isend(&sequence_, 1, MPI_INT64_T, peer, kArrivalTag, communicator_, &requests.back()));
     }
-    auto pause = std::chrono::microseconds(0);
+    const auto started = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
       int done = 0;
       NIMBUS_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline) break;
-      // Spin briefly (a step's collectives are usually quick), then back off to at most 1 ms.
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      // Each test advances the collective's schedule by a step (OpenMPI has no progress thread): yield
+      // between tests while it moves, back off to sleeps of up to 1 ms only when it has waited long
+      // (a peer still computing), so a large buffer's many rounds do not each wait out a sleep.
+      if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20)) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::this_thread::sleep_for(pause);
       pause = std::min(std::chrono::microseconds(1000), pause + std::chrono::microseconds(10));
     }
     std::vector<int> missing;
@@ -164,6 +177,7 @@ class MpiCollectives final : public Collectives {
   }
 
   CollectiveOptions options_;
+  MPI_Comm communicator_;
   int rank_ = 0;
   int size_ = 1;
   int64_t sequence_ = 0;
@@ -171,14 +185,34 @@ class MpiCollectives final : public Collectives {
   std::vector<int64_t> arrivals_;
 };
 
+// MPI_COMM_WORLD once MPI has started.
+MPI_Comm world() {
+  start_mpi();
+  return MPI_COMM_WORLD;
+}
+
+// A communicator of its own for the gradient buckets, so that their collectives never interleave with the
+// training thread's on MPI_COMM_WORLD. Never freed: MPI_Finalize does.
+MPI_Comm gradient_communicator() {
+  MPI_Comm communicator;
+  NIMBUS_MPI_CHECK(MPI_Comm_dup(world(), &communicator));
+  MPI_Comm_set_errhandler(communicator, MPI_ERRORS_RETURN);
+  return communicator;
+}
+
 class MultiWorkerMirroredStrategy final : public Strategy {
  public:
-  explicit MultiWorkerMirroredStrategy(const StrategyOptions& options) : collectives_(options.collectives) {
+  explicit MultiWorkerMirroredStrategy(const StrategyOptions& options) : collectives_(options.collectives, world()) {
+    if (options.overlap && g_thread_multiple) {
+      gradient_collectives_.emplace(options.collectives, gradient_communicator());
+      gradient_thread_.emplace(*gradient_collectives_);
+    }
     context_ = {.replica_id = collectives_.rank(),
                 .num_replicas = collectives_.size(),
                 .device = Device::cpu(),
                 .collectives = &collectives_,
-                .bucket_bytes = options.bucket_bytes};
+                .bucket_bytes = options.bucket_bytes,
+                .gradient_thread = gradient_thread_ ? &*gradient_thread_ : nullptr};
   }
   std::string name() const override { return "multi_worker_mirrored"; }
   std::vector<Device> devices() const override { return {Device::cpu()}; }
@@ -199,6 +233,8 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 
  private:
   MpiCollectives collectives_;
+  std::optional<MpiCollectives> gradient_collectives_;
+  std::optional<CommunicationThread> gradient_thread_;  // declared after what it uses: stops first
   ReplicaContext context_;
 };
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "communication_thread.h"
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/device/logical_devices.h"
@@ -76,6 +77,7 @@ class MirroredStrategy final : public Strategy {
   }
 
   ~MirroredStrategy() override {
+    gradient_threads_.clear();
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -90,7 +92,7 @@ class MirroredStrategy final : public Strategy {
   void run(const std::function<void(int)>& fn) override {
     std::unique_lock lock(mutex_);
     // A failed run left its group aborted: the next run starts with a fresh one.
-    if (group_->aborted()) make_group();
+    if (group_->aborted() || gradient_group_->aborted()) make_group();
     job_ = &fn;
     first_error_ = nullptr;
     pending_ = static_cast<int>(devices_.size());
@@ -103,14 +105,21 @@ class MirroredStrategy final : public Strategy {
 
  private:
   void make_group() {
-    group_ = std::make_unique<InProcessGroup>(static_cast<int>(devices_.size()), options_.collectives);
+    gradient_threads_.clear();  // before the groups they use
+    const int size = static_cast<int>(devices_.size());
+    group_ = std::make_unique<InProcessGroup>(size, options_.collectives);
+    // The gradient buckets' all-reduces run on communication threads, in a group of their own.
+    gradient_group_ = std::make_unique<InProcessGroup>(size, options_.collectives);
     contexts_.clear();
-    for (size_t i = 0; i < devices_.size(); ++i) {
-      contexts_.push_back({.replica_id = static_cast<int>(i),
-                           .num_replicas = static_cast<int>(devices_.size()),
-                           .device = devices_[i],
-                           .collectives = &group_->member(static_cast<int>(i)),
-                           .bucket_bytes = options_.bucket_bytes});
+    for (int i = 0; i < size; ++i) {
+      if (options_.overlap)
+        gradient_threads_.push_back(std::make_unique<CommunicationThread>(gradient_group_->member(i)));
+      contexts_.push_back({.replica_id = i,
+                           .num_replicas = size,
+                           .device = devices_[static_cast<size_t>(i)],
+                           .collectives = &group_->member(i),
+                           .bucket_bytes = options_.bucket_bytes,
+                           .gradient_thread = options_.overlap ? gradient_threads_.back().get() : nullptr});
     }
   }
 
@@ -125,6 +134,7 @@ class MirroredStrategy final : public Strategy {
       const std::function<void(int)>* job = job_;
       const ReplicaContext* context = &contexts_[static_cast<size_t>(index)];
       InProcessGroup* group = group_.get();
+      InProcessGroup* gradient_group = gradient_group_.get();
       lock.unlock();
       try {
         ReplicaScope scope(context);
@@ -135,7 +145,9 @@ class MirroredStrategy final : public Strategy {
         lock.lock();
         if (!first_error_) first_error_ = error;
         lock.unlock();
-        group->abort(fmt::format("replica {} failed: {}", index, describe(error)));
+        const std::string reason = fmt::format("replica {} failed: {}", index, describe(error));
+        group->abort(reason);
+        gradient_group->abort(reason);
       }
       lock.lock();
       if (--pending_ == 0) done_.notify_all();
@@ -144,7 +156,8 @@ class MirroredStrategy final : public Strategy {
 
   std::vector<Device> devices_;
   StrategyOptions options_;
-  std::unique_ptr<InProcessGroup> group_;
+  std::unique_ptr<InProcessGroup> group_, gradient_group_;
+  std::vector<std::unique_ptr<CommunicationThread>> gradient_threads_;
   std::vector<ReplicaContext> contexts_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;

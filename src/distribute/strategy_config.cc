@@ -1,4 +1,4 @@
-// runtime.strategy: {type, devices, collective_timeout, bucket_size} -> a Strategy.
+// runtime.strategy: {type, devices, collective_timeout, bucket_size, overlap} -> a Strategy.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +27,13 @@ std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, in
   if (section.contains("bucket_size") && !section["bucket_size"].is_null()) {
     const nlohmann::json& size = section["bucket_size"];
     options.bucket_bytes = size.is_string() ? parse_size(size.get<std::string>()) : size.get<size_t>();
+  }
+  if (section.contains("overlap") && !section["overlap"].is_null()) {
+    if (!section["overlap"].is_boolean()) {
+      throw InvalidArgument(fmt::format("{}: runtime.strategy.overlap is {}", where, section["overlap"].dump()),
+                            "use true (all-reduce each bucket during the backward pass, the default) or false");
+    }
+    options.overlap = section["overlap"].get<bool>();
   }
   const std::string type = section.value("type", "one_device");
   std::vector<Device> devices;

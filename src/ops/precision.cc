@@ -22,7 +22,9 @@ constexpr PrecisionRule kKeep = PrecisionRule::kKeepInputs;
 constexpr OpRule kRules[] = {
     {"abs", kFollow},
     {"add", kFollow},
-    {"all_reduce", kKeep},  // sums the replicas' float32 gradients as they are
+    {"all_reduce", kKeep},        // sums the replicas' float32 gradients as they are
+    {"all_reduce_start", kKeep},  // the same, in two halves (overlap)
+    {"all_reduce_wait", kKeep},
     {"argmax", kFollow},
     {"assign", kKeep},  // writes into input 0: casting it would write into a copy
     {"avg_pool2d", kFollow},

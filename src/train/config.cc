@@ -172,6 +172,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"runtime.strategy.devices", {Kind::kStringList, nullptr}},
       {"runtime.strategy.collective_timeout", {Kind::kNumber, 600}},
       {"runtime.strategy.bucket_size", {Kind::kSize, "25MiB"}},
+      {"runtime.strategy.overlap", {Kind::kBool, true}},
       {"checkpoint.save_freq", {Kind::kFrequency, "epoch"}},
       {"checkpoint.max_to_keep", {Kind::kInt, 3}},
       {"checkpoint.save_best", {Kind::kBool, true}},
@@ -659,6 +660,28 @@ Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
   return load_images(split, input_shape_of(model));
 }
 
+namespace {
+
+// Multi-worker: every worker waits where rank 0 saves a checkpoint (after rank 0's save, the callbacks
+// running in order), so that a checkpoint is whole before any worker goes on.
+class BarrierAfterCheckpoints : public Callback {
+ public:
+  BarrierAfterCheckpoints(distribute::Strategy& strategy, int64_t save_freq)
+      : strategy_(strategy), save_freq_(save_freq) {}
+  void on_train_batch_end(Trainer& trainer, int64_t, const Logs&) override {
+    if (save_freq_ > 0 && trainer.position().global_step % save_freq_ == 0) strategy_.barrier();
+  }
+  void on_epoch_end(Trainer&, int, const Logs&) override {
+    if (save_freq_ == 0) strategy_.barrier();
+  }
+
+ private:
+  distribute::Strategy& strategy_;
+  int64_t save_freq_;
+};
+
+}  // namespace
+
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options) {
   configure_runtime_from_config(config);
   nn::Model model = model_from_train_config(config);
@@ -691,7 +714,9 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   std::optional<TrainingPosition> resumed;
   if (options.resume) {
     if (!model.built()) (void)model(gather_rows(x_train, {0}), false);
-    const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, run.checkpoints(), std::cerr);
+    const std::string checkpoints =
+        options.chief_run_dir.empty() ? run.checkpoints() : RunDirectory(options.chief_run_dir).checkpoints();
+    const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, checkpoints, std::cerr);
     resumed = checkpoint.position;
     fit = Trainer::resumed(fit, checkpoint.position);
     out << fmt::format("Resuming from {}: {} epochs and {} steps of epoch {} done (global step {})\n", checkpoint.path,
@@ -710,8 +735,12 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
                      ? checkpoint["monitor"].get<std::string>()
                      : (fit.validation_data ? "val_loss" : "loss"),
       .tensorboard_update_freq =
-          tensorboard.at("update_freq").is_number() ? tensorboard.at("update_freq").get<int64_t>() : 0};
+          tensorboard.at("update_freq").is_number() ? tensorboard.at("update_freq").get<int64_t>() : 0,
+      .write_checkpoints = options.chief_run_dir.empty()};
   fit.callbacks = run.callbacks(settings, resumed);
+  if (trainer.strategy() != nullptr && trainer.strategy()->num_workers() > 1) {
+    fit.callbacks.push_back(std::make_shared<BarrierAfterCheckpoints>(*trainer.strategy(), settings.save_freq));
+  }
 
   // The monitor records samples and the timeline in the run directory (and serves /metrics when
   // asked); the run directory's step lines carry the profiler's spans of the step being logged.

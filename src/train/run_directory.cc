@@ -94,10 +94,12 @@ std::vector<std::shared_ptr<Callback>> RunDirectory::callbacks(const RunSettings
                                                                std::optional<TrainingPosition> resumed) {
   metrics_ = std::make_shared<MetricsLogger>(metrics_path(), resumed);
   std::vector<std::shared_ptr<Callback>> all = {
-      metrics_, TensorBoard({.log_dir = tensorboard(), .update_freq = settings.tensorboard_update_freq}),
-      ModelCheckpoint(
-          {.filepath = checkpoint_pattern(), .save_freq = settings.save_freq, .max_to_keep = settings.max_to_keep})};
-  if (settings.save_best) {
+      metrics_, TensorBoard({.log_dir = tensorboard(), .update_freq = settings.tensorboard_update_freq})};
+  if (settings.write_checkpoints) {
+    all.push_back(ModelCheckpoint(
+        {.filepath = checkpoint_pattern(), .save_freq = settings.save_freq, .max_to_keep = settings.max_to_keep}));
+  }
+  if (settings.write_checkpoints && settings.save_best) {
     all.push_back(
         ModelCheckpoint({.filepath = best_checkpoint(), .monitor = settings.monitor, .save_best_only = true}));
   }

@@ -252,6 +252,14 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
     Tensor loss_total;
     std::vector<Tensor> statistics;
     std::vector<size_t> statistic_counts;
+    // With a communication thread, each bucket's all-reduce starts during the last micro-batch's backward
+    // pass, as soon as its gradients (every micro-batch's) are ready; otherwise all of them after it.
+    std::optional<distribute::OverlappedAllReduce> overlapped;
+    if (replica && replica->gradient_thread) {
+      std::vector<Tensor> values;
+      for (const Variable& var : vars) values.push_back(var.value());
+      overlapped.emplace(values, replica->bucket_bytes);
+    }
     int64_t begin = 0;
     for (size_t k = 0; k < sizes.size(); ++k) {
       // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
@@ -267,17 +275,25 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
         const Tensor regularization = model.regularization_loss();
         if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
         weighted = sizes[k] == global_batch ? loss : loss * (double(sizes[k]) / double(global_batch));
+        if (overlapped && k + 1 == sizes.size()) {
+          tape.on_gradient_ready(
+              [&](size_t i, const Tensor& g) { overlapped->ready(i, gradients[i].defined() ? gradients[i] + g : g); });
+        }
         grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
       }
-      for (size_t i = 0; i < grads.size(); ++i) {
+      for (size_t i = 0; i < grads.size() && !(overlapped && k + 1 == sizes.size()); ++i) {
         if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
       }
       loss_total = loss_total.defined() ? loss_total + weighted : weighted;
       add_into(statistics, metric_statistics(metrics_, yk, pred, statistic_counts));
     }
     if (primary) steps_->statistic_counts = statistic_counts;
-    // One all-reduce per bucket, after the last micro-batch only.
-    if (replica) gradients = distribute::all_reduce_gradients(gradients, replica->bucket_bytes);
+    // One all-reduce per bucket, in the last micro-batch only.
+    if (overlapped) {
+      gradients = overlapped->finish();
+    } else if (replica) {
+      gradients = distribute::all_reduce_gradients(gradients, replica->bucket_bytes);
+    }
     // Loss scaling: unscale in f32, and apply the update only when every gradient is finite (the
     // all-reduced gradients are the same on every replica, so all of them decide alike).
     Tensor finite;

@@ -29,6 +29,11 @@ namespace nimbus::testing {
 NIMBUS_OP_CASES(all_reduce) {
   // Outside a replica the op is the identity; tests/distribute runs it across replicas.
   add_op_case({.name = "all_reduce_bucket", .op = "all_reduce", .inputs = {{{3, 4}}, {{5}}}});
+  // Outside a replica start hands nothing over (ticket -1) and wait returns its tensors.
+  add_op_case({.name = "all_reduce_start_bucket", .op = "all_reduce_start", .inputs = {{{3, 4}}, {{5}}}});
+  add_op_case({.name = "all_reduce_wait_bucket",
+               .op = "all_reduce_wait",
+               .inputs = {{{}, DType::kI64, 0, 0, {-1}}, {{3, 4}}, {{5}}}});
 }
 
 NIMBUS_OP_CASES(one_hot) {

@@ -112,6 +112,19 @@ TEST_F(MirroredTraining, SmallGradientBucketsGiveTheSameBitsAsOneBucket) {
   EXPECT_EQ(small_buckets.weights, one_bucket.weights);
 }
 
+TEST_F(MirroredTraining, OverlappedBucketsGiveTheSameBitsAsTheAllReduceAfterBackward) {
+  // The communication threads sum the same buckets in the same rank order, only earlier.
+  const Result after = train(Kind::kCnn, mirrored(2, {.bucket_bytes = 64, .overlap = false}));
+  const Result overlapped = train(Kind::kCnn, mirrored(2, {.bucket_bytes = 64, .overlap = true}));
+  EXPECT_EQ(overlapped.weights, after.weights);
+  // With gradient accumulation the buckets start in the last micro-batch only, with every micro-batch's sum.
+  const Result accumulated_after =
+      train(Kind::kMlp, mirrored(2, {.bucket_bytes = 64, .overlap = false}), 2, train::Adam({.learning_rate = 1e-2}));
+  const Result accumulated =
+      train(Kind::kMlp, mirrored(2, {.bucket_bytes = 64, .overlap = true}), 2, train::Adam({.learning_rate = 1e-2}));
+  EXPECT_EQ(accumulated.weights, accumulated_after.weights);
+}
+
 TEST_F(MirroredTraining, ABatchTheReplicasDoNotDivideNamesTheValidOnes) {
   const Data data = data_for(Kind::kMlp);
   train::Trainer trainer = train::compile(

@@ -1,6 +1,8 @@
 // MultiWorkerMirrored as users launch it: `mpirun -np 2 nimbus train` trains to
-// the weights of one process at the same global batch, and a stalled worker
-// (SIGSTOP) ends the job within the collective timeout with a message naming it.
+// the weights of one process at the same global batch, a stalled worker
+// (SIGSTOP) ends the job within the collective timeout with a message naming it,
+// and after a killed worker (SIGKILL) ended the job, both workers resume from
+// rank 0's last checkpoint to the weights of an uninterrupted run.
 #include "nimbus/distribute/multi_worker.h"
 
 #include <fmt/format.h>
@@ -163,6 +165,54 @@ TEST_F(MultiWorker, AStalledWorkerEndsTheJobWithinTheCollectiveTimeoutNamingIt) 
   EXPECT_TRUE(output.find(": rank 1 did not arrive") != std::string::npos ||
               output.find(": rank 1 arrived but stopped before the collective completed") != std::string::npos)
       << output;
+}
+
+TEST_F(MultiWorker, AfterAKilledWorkerEndedTheJobBothResumeFromTheLastCheckpointToTheSameWeights) {
+  TemporaryFolder folder("nimbus_multi_worker_kill");
+  const std::string config = write_config(folder, kMlp, 900);
+  const std::vector<std::string> settings = {"--set", "runtime.strategy.type=multi_worker_mirrored", "--set",
+                                             "checkpoint.save_freq=100"};
+  const std::string whole = run_command(mpirun(2, fmt::format("{} --run-dir {} {} {} {} {}", config, folder / "whole",
+                                                              settings[0], settings[1], settings[2], settings[3])));
+  const std::string run_dir = folder / "run";
+  std::vector<std::string> argv = {kMpirun, "--oversubscribe", "-np",  "2", kNimbus, "train",
+                                   config,  "--run-dir",       run_dir};
+  argv.insert(argv.end(), settings.begin(), settings.end());
+  ChildProcess job(argv, folder / "out.txt", folder / "err.txt");
+  // Mid-training: once rank 0 has written two checkpoints (steps 100 and 200).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  pid_t killed = -1;
+  while (std::chrono::steady_clock::now() < give_up && job.running()) {
+    std::ostringstream warnings;
+    if (train::list_checkpoints(run_dir + "/checkpoints", warnings).size() >= 2 &&
+        (killed = worker_pid(1, run_dir)) > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(killed, 0) << "worker 1 not found mid-training\n" << job.stdout_text() << job.stderr_text();
+  ASSERT_EQ(kill(killed, SIGKILL), 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  while (job.running() && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(job.running()) << "mpirun must end the job when a worker dies";
+  const int status = job.wait();
+  const std::string output = job.stdout_text() + job.stderr_text();
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  std::ostringstream warnings;
+  const auto left = train::list_checkpoints(run_dir + "/checkpoints", warnings);
+  ASSERT_FALSE(left.empty()) << output;
+  ASSERT_LT(left[0].position.global_step, 900) << "the kill came after the run's end\n" << output;
+  // Rank 0 alone wrote checkpoints; worker 1 resumes from them too.
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/worker-1/checkpoints/ckpt-00000100.safetensors"));
+
+  const std::string resumed = run_command(mpirun(2, fmt::format("--resume {}", run_dir)));
+  EXPECT_NE(resumed.find(fmt::format("global step {})", left[0].position.global_step)), std::string::npos) << resumed;
+  const std::vector<double> reference = final_weights(folder / "whole"), continued = final_weights(run_dir);
+  ASSERT_FALSE(reference.empty()) << whole;
+  ASSERT_EQ(continued.size(), reference.size()) << resumed;
+  EXPECT_LE(relative_norm_error(continued, reference), 1e-6) << resumed;
 }
 
 }  // namespace

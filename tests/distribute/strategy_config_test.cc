@@ -24,6 +24,7 @@ TEST_F(StrategyConfig, MirroredSplitsTheCpuIntoTheListedDevices) {
       std::string(kModel) + "runtime: {threads: 4, strategy: {type: mirrored, devices: [cpu:0, cpu:1]}}\n", "c.yaml");
   EXPECT_EQ(config["runtime"]["strategy"]["collective_timeout"], 600);
   EXPECT_EQ(config["runtime"]["strategy"]["bucket_size"], "25MiB");
+  EXPECT_EQ(config["runtime"]["strategy"]["overlap"], true);
   const auto strategy = distribute::strategy_from_config(config["runtime"]["strategy"], 4, "c.yaml");
   EXPECT_EQ(strategy->name(), "mirrored");
   EXPECT_EQ(strategy->num_replicas_in_sync(), 2);
@@ -48,6 +49,10 @@ TEST_F(StrategyConfig, BadValuesAreNamed) {
     (void)distribute::strategy_from_config({{"type", "mirrored"}, {"collective_timeout", 0}}, 0, "c.yaml");
   });
   EXPECT_NE(timeout.find("collective_timeout is 0 seconds"), std::string::npos) << timeout;
+  const std::string overlap = error_message([] {
+    (void)distribute::strategy_from_config({{"type", "mirrored"}, {"overlap", "yes"}}, 0, "c.yaml");
+  });
+  EXPECT_NE(overlap.find("c.yaml: runtime.strategy.overlap is \"yes\""), std::string::npos) << overlap;
   const std::string key = error_message(
       [] { (void)train::parse_config(std::string(kModel) + "runtime: {strategy: {typ: mirrored}}\n", "c.yaml"); });
   EXPECT_NE(key.find("runtime.strategy.typ"), std::string::npos) << key;

@@ -734,6 +734,8 @@ NO_TORCH_EQUIVALENT = {
     "dropout_mask": "its bits come from a Philox stream, not torch's generators; nn_ops_test.cc checks the rate, "
                     "the 1 / (1 - rate) scale and reproducibility",
     "all_reduce": "a collective between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
+    "all_reduce_start": "hands a bucket to a replica's communication thread (nothing outside one); tests/distribute checks the overlapped sums",
+    "all_reduce_wait": "a collective's result between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()

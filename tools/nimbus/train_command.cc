@@ -66,6 +66,7 @@ Command add_train_command(CLI::App& app, const int& threads) {
         strategy.is_object() && strategy.value("type", "") == "multi_worker_mirrored" ? distribute::launcher_rank() : 0;
     std::ofstream discarded;  // opened on no file: what the other workers would print goes nowhere
     if (worker > 0) {
+      options.chief_run_dir = options.run_dir;
       options.run_dir += fmt::format("/worker-{}", worker);
       if (monitoring->metrics_port && *monitoring->metrics_port > 0) *monitoring->metrics_port += worker;
     }

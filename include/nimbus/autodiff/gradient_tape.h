@@ -15,6 +15,7 @@
 // (TensorFlow's None), or zeros with UnconnectedGradients::kZero.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <unordered_set>
 #include <vector>
@@ -47,6 +48,12 @@ class GradientTape final : public OpObserver {
                                const Tensor& output_gradient = {},
                                UnconnectedGradients unconnected = UnconnectedGradients::kNone);
 
+  // Called during the next gradient() with (source index, gradient) as soon as that source's gradient is
+  // final, i.e. once the backward sweep has passed the source's earliest use; sources get it in the order the
+  // sweep finishes them (last layer first). Data-parallel training starts each bucket's all-reduce from it.
+  using GradientReady = std::function<void(size_t source, const Tensor& gradient)>;
+  void on_gradient_ready(GradientReady callback) { on_gradient_ready_ = std::move(callback); }
+
   // Stops and resumes recording (TF's tape.stop_recording()).
   void pause();
   void resume();
@@ -75,6 +82,7 @@ class GradientTape final : public OpObserver {
   bool used_ = false;
   std::unordered_set<uint64_t> tracked_;
   std::vector<Entry> entries_;
+  GradientReady on_gradient_ready_;
 };
 
 }  // namespace nimbus

@@ -26,6 +26,8 @@
 
 namespace nimbus::distribute {
 
+class CommunicationThread;  // internal: src/distribute/communication_thread.h
+
 struct ReplicaContext {
   int replica_id = 0;    // over all workers: worker_rank * local replicas + local index
   int num_replicas = 1;  // replicas in sync, over all workers
@@ -33,6 +35,9 @@ struct ReplicaContext {
   Collectives* collectives = nullptr;  // ranks are replica ids
   // Gradients are all-reduced in buckets of at most this many bytes (reverse layer order).
   size_t bucket_bytes = 25u << 20;
+  // Runs the buckets' all-reduces beside the backward pass (runtime.strategy.overlap); nullptr: they run
+  // after it, on the replica's thread.
+  CommunicationThread* gradient_thread = nullptr;
 };
 
 // The replica the calling thread runs, inside Strategy::run; nullptr elsewhere.
@@ -42,6 +47,9 @@ struct StrategyOptions {
   CollectiveOptions collectives{};
   // Gradient bucket size for the all-reduce (runtime.strategy.bucket_size).
   size_t bucket_bytes = 25u << 20;
+  // Each bucket's all-reduce starts as soon as the backward pass has made its gradients, on a
+  // communication thread per replica (runtime.strategy.overlap); false: all of them after backward.
+  bool overlap = true;
 };
 
 class Strategy {
@@ -72,7 +80,7 @@ std::shared_ptr<Strategy> OneDevice(Device device = Device::cpu());
 std::shared_ptr<Strategy> Mirrored(const std::vector<Device>& devices, const StrategyOptions& options = {});
 
 // The strategy of a config's runtime.strategy section ({type, devices, collective_timeout,
-// bucket_size}); mirrored over CPU devices splits the CPU into that many logical devices with
+// bucket_size, overlap}); mirrored over CPU devices splits the CPU into that many logical devices with
 // `threads` (the runtime's compute threads) shared evenly. `where` names the section in errors.
 std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, int threads, const std::string& where);
 

@@ -57,6 +57,10 @@ struct RunOptions {
   // The run's monitor::RunMonitor settings (metrics exporter); null: defaults, no exporter. The
   // monitor always records in the run directory (sample lines, step spans, trace.json).
   const monitor::RunMonitorOptions* monitoring = nullptr;
+  // Multi-worker, on workers other than rank 0: rank 0's run directory. Rank 0 alone writes checkpoints
+  // (every worker waits at a barrier after each save), and every worker resumes from them: each takes
+  // its share of the same global batches, so rank 0's data position is every worker's.
+  std::string chief_run_dir{};
 };
 
 // Trains as the config says, printing Keras's progress to `out`, writing the run directory

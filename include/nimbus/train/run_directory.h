@@ -46,6 +46,7 @@ struct RunSettings {
   bool save_best = true;  // also keep best.safetensors, by `monitor`
   std::string monitor = "val_loss";
   int64_t tensorboard_update_freq = 0;
+  bool write_checkpoints = true;  // false on multi-worker workers other than rank 0
 };
 
 class RunDirectory {

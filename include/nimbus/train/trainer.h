@@ -186,6 +186,8 @@ class Trainer {
   Logs train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation = 1);
 
   const nn::Model& model() const { return model_; }
+  // The compile options' strategy; null: one device.
+  distribute::Strategy* strategy() const { return options_.strategy.get(); }
   Optimizer& optimizer() { return *options_.optimizer; }
   // The dynamic loss scale, or null when the trainer does not scale the loss.
   DynamicLossScale* loss_scale() const { return loss_scale_.get(); }
