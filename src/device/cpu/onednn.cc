@@ -6,6 +6,8 @@
 #include <functional>
 #include <thread>
 
+#include "nimbus/tensor/tensor.h"
+
 namespace nimbus::cpu {
 
 dnnl::engine& dnnl_engine() {
@@ -24,6 +26,26 @@ dnnl::stream& dnnl_stream() {
 }
 
 bool dnnl_supports(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+bool dnnl_has_native_bf16() {
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return native;
+}
+
+bool dnnl_runs_natively(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  const DType dtype = outputs[0].dtype();
+  if (dtype != DType::kF32 && !(dtype == DType::kBF16 && dnnl_has_native_bf16())) return false;
+  for (std::span<const Tensor> tensors : {inputs, outputs}) {
+    for (const Tensor& t : tensors) {
+      if (t.numel() == 0 || t.dtype() != dtype) return false;
+    }
+  }
+  return true;
+}
 
 dnnl::memory::data_type dnnl_data_type(DType dtype) {
   switch (dtype) {

@@ -3,10 +3,15 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
 #include <string_view>
 
 #include "nimbus/base/dtype.h"
 #include "nimbus/base/error.h"
+
+namespace nimbus {
+class Tensor;
+}  // namespace nimbus
 
 namespace nimbus::cpu {
 
@@ -27,6 +32,12 @@ PrimitiveOwner primitive_owner();
 // oneDNN's element type for ours; throws Unimplemented for types it lacks.
 dnnl::memory::data_type dnnl_data_type(DType dtype);
 bool dnnl_supports(DType dtype);
+// Whether this CPU runs oneDNN's native bf16 primitives (avx512_bf16; they accumulate in f32),
+// asked of oneDNN's ISA query at run time. Without them bf16 ops take the widened_f32 kernels.
+bool dnnl_has_native_bf16();
+// The `supports` test of the oneDNN compute kernels (registered for f32 and bf16): every tensor
+// non-empty and of one dtype, f32, or bf16 where dnnl_has_native_bf16().
+bool dnnl_runs_natively(std::span<const Tensor> inputs, std::span<const Tensor> outputs);
 // An attribute with fused_matmul's / fused_conv2d's activation (kMatmulActivations)
 // as an eltwise post-op; none for "none".
 dnnl::primitive_attr activation_post_op(std::string_view activation);

@@ -46,13 +46,13 @@ memory::dims filter_dims(const Conv2dGeometry& g) {
 
 // Our filter layouts, (KH, KW, C/G, F) for NHWC and (F, C/G, KH, KW) for NCHW,
 // as strides over filter_dims; filter f = group * F/G + o.
-memory::desc user_filter_desc(const Conv2dGeometry& g) {
+memory::desc user_filter_desc(const Conv2dGeometry& g, memory::data_type dt) {
   const int64_t cg = g.filter_channels, fg = g.filters_per_group(), kh = g.kernel_h, kw = g.kernel_w;
   // Strides of (group, o, ci, ky, kx).
   const memory::dims strides = g.channels_last ? memory::dims{fg, 1, g.filters, kw * cg * g.filters, cg * g.filters}
                                                : memory::dims{fg * cg * kh * kw, cg * kh * kw, kh * kw, kw, 1};
   const memory::dims used = g.groups == 1 ? memory::dims(strides.begin() + 1, strides.end()) : strides;
-  return memory::desc(filter_dims(g), memory::data_type::f32, used);
+  return memory::desc(filter_dims(g), dt, used);
 }
 
 struct ConvPrimitive {
@@ -61,8 +61,11 @@ struct ConvPrimitive {
   std::optional<dnnl::reorder> filter_reorder;
 };
 
-const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, const Epilogue& epilogue = {}) {
+// Every tensor of one convolution has one dtype (f32, or bf16: dnnl_runs_natively).
+const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, DType dtype,
+                              const Epilogue& epilogue = {}) {
   const std::vector<int64_t> key{static_cast<int64_t>(direction),
+                                 static_cast<int64_t>(dtype),
                                  epilogue.bias,
                                  epilogue.activation,
                                  g.input.batch,
@@ -90,8 +93,9 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, cons
   if (it != cache.end()) return it->second;
 
   dnnl::engine& engine = dnnl_engine();
-  const memory::desc src = image_desc(g.input), dst = image_desc(g.output);
-  const memory::desc filter_any(filter_dims(g), memory::data_type::f32, memory::format_tag::any);
+  const memory::data_type dt = dnnl_data_type(dtype);
+  const memory::desc src = image_desc(g.input, dtype), dst = image_desc(g.output, dtype);
+  const memory::desc filter_any(filter_dims(g), dt, memory::format_tag::any);
   const memory::dims strides{g.rows.stride, g.cols.stride};
   // oneDNN counts dilation from 0 (no gaps); ours from 1.
   const memory::dims dilations{g.rows.dilation - 1, g.cols.dilation - 1};
@@ -100,7 +104,7 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, cons
   const auto algorithm = dnnl::algorithm::convolution_direct;
 
   ConvPrimitive entry;
-  entry.filter_user = user_filter_desc(g);
+  entry.filter_user = user_filter_desc(g, dt);
   dnnl::convolution_forward::primitive_desc forward;
   NIMBUS_DNNL_CHECK(forward = dnnl::convolution_forward::primitive_desc(
                         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, filter_any,
@@ -109,7 +113,7 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, cons
   switch (direction) {
     case Direction::kForward:
       if (epilogue.bias) {
-        const memory::desc bias({g.filters}, memory::data_type::f32, memory::format_tag::x);
+        const memory::desc bias({g.filters}, dt, memory::format_tag::x);
         NIMBUS_DNNL_CHECK(
             forward = dnnl::convolution_forward::primitive_desc(
                 dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src, filter_any, bias,
@@ -178,14 +182,15 @@ void onednn_conv2d(KernelContext& ctx) {
                 .activation = std::find(kMatmulActivations.begin(), kMatmulActivations.end(), activation) -
                               kMatmulActivations.begin()};
   }
-  const ConvPrimitive& conv = get_conv(Direction::kForward, g, epilogue);
+  const DType dtype = x.dtype();
+  const ConvPrimitive& conv = get_conv(Direction::kForward, g, dtype, epilogue);
   with_filter(conv, Direction::kForward, filter, [&](const memory& w) {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(image_desc(g.input), x)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(image_desc(g.input, dtype), x)},
                                          {DNNL_ARG_WEIGHTS, w},
-                                         {DNNL_ARG_DST, wrap(image_desc(g.output), ctx.outputs[0])}};
+                                         {DNNL_ARG_DST, wrap(image_desc(g.output, dtype), ctx.outputs[0])}};
     if (epilogue.bias) {
       args.emplace(DNNL_ARG_BIAS,
-                   wrap(memory::desc({g.filters}, memory::data_type::f32, memory::format_tag::x), ctx.inputs[2]));
+                   wrap(memory::desc({g.filters}, dnnl_data_type(dtype), memory::format_tag::x), ctx.inputs[2]));
     }
     NIMBUS_DNNL_CHECK(conv.primitive.execute(dnnl_stream(), args));
   });
@@ -195,12 +200,13 @@ void onednn_conv2d(KernelContext& ctx) {
 void onednn_conv2d_backward_input(KernelContext& ctx) {
   const Tensor &grad_y = ctx.inputs[0], &filter = ctx.inputs[1];
   const Conv2dGeometry g(ctx.attrs.get_shape("input_shape"), filter.shape(), ctx.attrs, ctx.op.name);
-  const ConvPrimitive& conv = get_conv(Direction::kBackwardInput, g);
+  const DType dtype = grad_y.dtype();
+  const ConvPrimitive& conv = get_conv(Direction::kBackwardInput, g, dtype);
   with_filter(conv, Direction::kBackwardInput, filter, [&](const memory& w) {
     NIMBUS_DNNL_CHECK(
-        conv.primitive.execute(dnnl_stream(), {{DNNL_ARG_DIFF_DST, wrap(image_desc(g.output), grad_y)},
+        conv.primitive.execute(dnnl_stream(), {{DNNL_ARG_DIFF_DST, wrap(image_desc(g.output, dtype), grad_y)},
                                                {DNNL_ARG_WEIGHTS, w},
-                                               {DNNL_ARG_DIFF_SRC, wrap(image_desc(g.input), ctx.outputs[0])}}));
+                                               {DNNL_ARG_DIFF_SRC, wrap(image_desc(g.input, dtype), ctx.outputs[0])}}));
   });
 }
 
@@ -208,28 +214,23 @@ void onednn_conv2d_backward_input(KernelContext& ctx) {
 void onednn_conv2d_backward_filter(KernelContext& ctx) {
   const Tensor &grad_y = ctx.inputs[0], &x = ctx.inputs[1];
   const Conv2dGeometry g(x.shape(), ctx.attrs.get_shape("filter_shape"), ctx.attrs, ctx.op.name);
-  const ConvPrimitive& conv = get_conv(Direction::kBackwardFilter, g);
+  const DType dtype = x.dtype();
+  const ConvPrimitive& conv = get_conv(Direction::kBackwardFilter, g, dtype);
   with_filter(conv, Direction::kBackwardFilter, ctx.outputs[0], [&](const memory& grad_w) {
-    NIMBUS_DNNL_CHECK(conv.primitive.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(image_desc(g.input), x)},
-                                                             {DNNL_ARG_DIFF_DST, wrap(image_desc(g.output), grad_y)},
-                                                             {DNNL_ARG_DIFF_WEIGHTS, grad_w}}));
+    NIMBUS_DNNL_CHECK(
+        conv.primitive.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(image_desc(g.input, dtype), x)},
+                                               {DNNL_ARG_DIFF_DST, wrap(image_desc(g.output, dtype), grad_y)},
+                                               {DNNL_ARG_DIFF_WEIGHTS, grad_w}}));
   });
-}
-
-bool all_non_empty(const KernelContext& ctx) {
-  for (const Tensor& t : ctx.inputs) {
-    if (t.numel() == 0) return false;
-  }
-  return ctx.outputs[0].numel() > 0;
 }
 
 KernelDef onednn_kernel(KernelFn fn) {
   return {.name = "onednn",
           .device = DeviceType::kCPU,
-          .dtypes = {DType::kF32},
+          .dtypes = {DType::kF32, DType::kBF16},
           .priority = 100,
           .fn = std::move(fn),
-          .supports = all_non_empty};
+          .supports = [](const KernelContext& ctx) { return dnnl_runs_natively(ctx.inputs, ctx.outputs); }};
 }
 
 const bool kRegistered = register_kernel("conv2d", onednn_kernel(onednn_conv2d)) &&

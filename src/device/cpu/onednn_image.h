@@ -6,9 +6,9 @@
 
 namespace nimbus::cpu {
 
-// An f32 batch of images in its own layout: oneDNN's logical dims are (N, C, H, W) for both.
-inline dnnl::memory::desc image_desc(const internal::ImageLayout& image) {
-  return dnnl::memory::desc({image.batch, image.channels, image.height, image.width}, dnnl::memory::data_type::f32,
+// A batch of images in its own layout: oneDNN's logical dims are (N, C, H, W) for both.
+inline dnnl::memory::desc image_desc(const internal::ImageLayout& image, DType dtype) {
+  return dnnl::memory::desc({image.batch, image.channels, image.height, image.width}, dnnl_data_type(dtype),
                             image.channels_last ? dnnl::memory::format_tag::nhwc : dnnl::memory::format_tag::nchw);
 }
 

@@ -108,17 +108,17 @@ void onednn_matmul(KernelContext& ctx) {
   stream.wait();
 }
 
-bool supports(const KernelContext& ctx) { return ctx.outputs[0].numel() > 0 && ctx.inputs[0].numel() > 0; }
+bool supports(const KernelContext& ctx) { return dnnl_runs_natively(ctx.inputs, ctx.outputs); }
 
 const bool kRegistered = register_kernel("matmul", {.name = "onednn",
                                                     .device = DeviceType::kCPU,
-                                                    .dtypes = {DType::kF32},
+                                                    .dtypes = {DType::kF32, DType::kBF16},
                                                     .priority = 100,
                                                     .fn = onednn_matmul,
                                                     .supports = supports}) &&
                          register_kernel("fused_matmul", {.name = "onednn",
                                                           .device = DeviceType::kCPU,
-                                                          .dtypes = {DType::kF32},
+                                                          .dtypes = {DType::kF32, DType::kBF16},
                                                           .priority = 100,
                                                           .fn = onednn_matmul,
                                                           .supports = supports});

@@ -18,8 +18,9 @@ namespace {
 using dnnl::memory;
 using internal::Pool2dGeometry;
 
-const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeometry& g) {
+const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeometry& g, DType dtype) {
   const std::vector<int64_t> key{static_cast<int64_t>(algorithm),
+                                 static_cast<int64_t>(dtype),
                                  g.input.batch,
                                  g.input.height,
                                  g.input.width,
@@ -42,8 +43,8 @@ const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeo
   dnnl::pooling_forward primitive;
   NIMBUS_DNNL_CHECK(primitive = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(
                         dnnl::pooling_forward::desc(
-                            dnnl::prop_kind::forward_inference, algorithm, image_desc(g.input), image_desc(g.output),
-                            {g.rows.stride, g.cols.stride}, {g.rows.kernel, g.cols.kernel},
+                            dnnl::prop_kind::forward_inference, algorithm, image_desc(g.input, dtype),
+                            image_desc(g.output, dtype), {g.rows.stride, g.cols.stride}, {g.rows.kernel, g.cols.kernel},
                             {g.rows.pad_before, g.cols.pad_before}, {g.rows.pad_after, g.cols.pad_after}),
                         dnnl_engine())));
   return cache.emplace(std::pair(owner, key), std::move(primitive)).first->second;
@@ -52,21 +53,22 @@ const dnnl::pooling_forward& get_pool(dnnl::algorithm algorithm, const Pool2dGeo
 // x (N,H,W,C) | (N,C,H,W) -> y (N,OH,OW,C) | (N,C,OH,OW)
 void onednn_pool(KernelContext& ctx, dnnl::algorithm algorithm) {
   const Pool2dGeometry g(ctx.inputs[0].shape(), ctx.attrs, ctx.op.name);
-  const dnnl::pooling_forward& pool = get_pool(algorithm, g);
+  const DType dtype = ctx.inputs[0].dtype();
+  const dnnl::pooling_forward& pool = get_pool(algorithm, g, dtype);
   dnnl::stream& stream = dnnl_stream();
-  NIMBUS_DNNL_CHECK(
-      pool.execute(stream, {{DNNL_ARG_SRC, memory(image_desc(g.input), dnnl_engine(), ctx.inputs[0].raw_data())},
-                            {DNNL_ARG_DST, memory(image_desc(g.output), dnnl_engine(), ctx.outputs[0].raw_data())}}));
+  NIMBUS_DNNL_CHECK(pool.execute(
+      stream, {{DNNL_ARG_SRC, memory(image_desc(g.input, dtype), dnnl_engine(), ctx.inputs[0].raw_data())},
+               {DNNL_ARG_DST, memory(image_desc(g.output, dtype), dnnl_engine(), ctx.outputs[0].raw_data())}}));
   stream.wait();
 }
 
 KernelDef onednn_kernel(dnnl::algorithm algorithm) {
   return {.name = "onednn",
           .device = DeviceType::kCPU,
-          .dtypes = {DType::kF32},
+          .dtypes = {DType::kF32, DType::kBF16},
           .priority = 100,
           .fn = [algorithm](KernelContext& ctx) { onednn_pool(ctx, algorithm); },
-          .supports = [](const KernelContext& ctx) { return ctx.outputs[0].numel() > 0; }};
+          .supports = [](const KernelContext& ctx) { return dnnl_runs_natively(ctx.inputs, ctx.outputs); }};
 }
 
 // avg_pool2d divides by the taps inside the input, TF's rule: oneDNN's exclude-padding average.
