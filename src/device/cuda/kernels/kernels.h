@@ -34,4 +34,12 @@ enum class LabelType { kI64, kI32, kU8 };
 cudaError_t sparse_cross_entropy(const float* logits, const void* labels, LabelType label_type, float* loss,
                                  int64_t rows, int64_t classes, int sms, cudaStream_t stream);
 
+// Every one of `n` elements of `element_size` bytes (1, 2, 4 or 8) set to the low bytes of `pattern`.
+cudaError_t fill(void* out, int64_t n, int element_size, uint64_t pattern, int sms, cudaStream_t stream);
+
+// out[r, c] = c == ids[r] ? on : off for `rows` ids and `depth` classes (f32); an id outside [0, depth) gives a row of
+// off.
+cudaError_t one_hot(const void* ids, LabelType id_type, float* out, int64_t rows, int64_t depth, float on, float off,
+                    int sms, cudaStream_t stream);
+
 }  // namespace nimbus::cuda::kernels

@@ -8,20 +8,13 @@
 //   cross-entropy: one thread per example.
 // First versions: a thread per row suits the short rows of classifier heads;
 // long rows want a block per row with a shared-memory tree (docs/cuda.md).
-#include <algorithm>
 #include <cmath>
 
 #include "src/device/cuda/kernels/kernels.h"
+#include "src/device/cuda/kernels/launch_shape.h"
 
 namespace nimbus::cuda::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t work, int sms) {
-  const int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{32} * sms)));
-}
 
 template <Reduce kind>
 __global__ void reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
