@@ -1,4 +1,4 @@
-// Without a GPU: the MLP training step that bench_gpu runs on CUDA,
+// Without a GPU: the MLP and CNN training steps that bench_gpu runs on CUDA,
 // traced here on the CPU with fusion on and off, use only ops that have a
 // CUDA kernel for their dtype (so no node of the real run stops with
 // "no kernel for dtype f32 on cuda:0"). Kernels register from static
@@ -56,6 +56,11 @@ void expect_every_op_has_a_cuda_kernel(const char* what, const std::function<std
 TEST(CudaTrainingSteps, EveryOpOfTheMlpStepHasACudaKernel) {
   expect_every_op_has_a_cuda_kernel(
       "MLP", [] { return testing::make_mlp(Device::cpu(), 512); }, random_uniform({256, 784}, 0, 1));
+}
+
+TEST(CudaTrainingSteps, EveryOpOfTheCnnStepHasACudaKernel) {
+  expect_every_op_has_a_cuda_kernel(
+      "CNN", [] { return testing::make_cnn(Device::cpu()); }, random_uniform({256, 28, 28, 1}, 0, 1));
 }
 
 }  // namespace
