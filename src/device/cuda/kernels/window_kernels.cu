@@ -33,23 +33,14 @@ struct Position {
   int64_t n, y, x, c;
 };
 __device__ __forceinline__ Position position(const WindowShape& s, int64_t i, int64_t h, int64_t w, int64_t channels) {
-  Position p;
-  if (s.channels_last) {
-    p.c = i % channels;
-    i /= channels;
-    p.x = i % w;
-    i /= w;
-    p.y = i % h;
-    p.n = i / h;
-  } else {
-    p.x = i % w;
-    i /= w;
-    p.y = i % h;
-    i /= h;
-    p.c = i % channels;
-    p.n = i / channels;
+  // The three inner axes in memory order, innermost first: (c, x, y) for NHWC, (x, y, c) for NCHW.
+  const int64_t inner[3] = {s.channels_last ? channels : w, s.channels_last ? w : h, s.channels_last ? h : channels};
+  int64_t digit[3];
+  for (int k = 0; k < 3; ++k) {
+    digit[k] = i % inner[k];
+    i /= inner[k];
   }
-  return p;
+  return s.channels_last ? Position{i, digit[2], digit[1], digit[0]} : Position{i, digit[1], digit[0], digit[2]};
 }
 
 __global__ void conv2d_kernel(const float* __restrict__ x, const float* __restrict__ filter,
