@@ -1,11 +1,15 @@
 // GPU figures for docs/performance.md, printed as Markdown table rows
 // (bench/gpu/run.sh adds the header): GEMM TFLOP/s through cuBLASLt (f32, bf16,
 // f16; tf32 instead of f32 when NIMBUS_CUDA_TF32=1, which prints that row alone), an elementwise add's GB/s against the
-// device-to-device copy rate, and a fused elementwise chain with NVRTC fusion
-// on and off. Without a GPU it says why and exits 2.
+// device-to-device copy rate, a fused elementwise chain with NVRTC fusion on
+// and off, and the MLP and CNN training steps (tests/support/step_models.h)
+// traced into graph mode, in samples/s with fusion off and on. Without a GPU
+// it says why and exits 2. NIMBUS_BENCH_OPS=1 (with NIMBUS_CUDA_SYNC=1) also
+// prints each training step's time by op on stderr.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -13,15 +17,17 @@
 
 #include "nimbus/graph/function.h"
 #include "nimbus/nimbus.h"
+#include "nimbus/ops/op_profile.h"
 #include "src/device/cuda/cuda_stream.h"
+#include "tests/support/step_models.h"
 
 namespace nimbus {
 namespace {
 
-// Seconds per call of `work`, after a warm-up, synchronizing the device around the timed loop.
-double seconds_per_call(const std::function<void()>& work, int calls) {
+// Seconds per call of `work`, after `warmup` calls, synchronizing the device around the timed loop.
+double seconds_per_call(const std::function<void()>& work, int calls, int warmup = 1) {
   Stream& stream = default_stream_for(Device::cuda());
-  work();
+  for (int i = 0; i < warmup; ++i) work();
   stream.synchronize();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i) work();
@@ -31,6 +37,7 @@ double seconds_per_call(const std::function<void()>& work, int calls) {
 
 void row(const std::string& what, double value, const std::string& unit, const std::string& against) {
   std::printf("| %s | %.1f %s | %s |\n", what.c_str(), value, unit.c_str(), against.c_str());
+  std::fflush(stdout);  // a later row that crashes must not take this one with it
 }
 
 // f32 (tf32 when NIMBUS_CUDA_TF32=1), bf16 or f16 operands; the 16-bit ones accumulate in f32.
@@ -73,6 +80,48 @@ void fusion(int64_t n) {
   }
 }
 
+// One training step per call: forward, backward and Adam on a batch resident on the GPU (random
+// inputs in [0, 1), random labels), traced into graph mode. Adam's step size stays that of step 1:
+// the work per step is the same, and a host-to-device copy per step is not what this row measures.
+// Returns how many of its two rows failed.
+int training(const std::string& what, const std::function<std::unique_ptr<testing::Model>()>& make, const Shape& input,
+             int64_t batch) {
+  int failed = 0;
+  const Device gpu = Device::cuda();
+  std::vector<int64_t> dims = {batch};
+  for (const int64_t d : input.dims()) dims.push_back(d);
+  const Tensor x = random_uniform(Shape(dims), 0, 1).to(gpu);
+  const Tensor labels = cast(random_uniform({batch}, 0, 10, DType::kF64), DType::kI64).to(gpu);
+  const Tensor step_size = testing::Adam::step_size(1, 1e-3, gpu);
+  for (const bool jit : {false, true}) {
+    const std::string name = what + ", batch " + std::to_string(batch) + ", graph mode, fusion " + (jit ? "on" : "off");
+    try {
+      std::unique_ptr<testing::Model> model = make();
+      testing::Model* m = model.get();
+      Function step = function([m](const std::vector<Tensor>& in) { return m->step(in); },
+                               {.name = "train_step", .graph = true, .jit = jit});
+      // Warm-up: tracing, NVRTC compiles (or the kernel cache), cuBLASLt's heuristics, the arena.
+      const double s = seconds_per_call([&] { (void)step({x, labels, step_size}); }, 50, 5);
+      const float loss = step({x, labels, step_size})[0].to(Device::cpu()).item<float>();
+      if (const char* ops = std::getenv("NIMBUS_BENCH_OPS"); ops != nullptr && std::string(ops) == "1") {
+        // Where a step's time goes, op by op (times are the kernels' own only with NIMBUS_CUDA_SYNC=1).
+        OpProfile profile;
+        for (int i = 0; i < 5; ++i) (void)step({x, labels, step_size});
+        default_stream_for(gpu).synchronize();
+        std::fprintf(stderr, "%s, 5 steps:\n%s\n", name.c_str(), profile.to_string().c_str());
+      }
+      row(name, batch / s, "samples/s",
+          std::string(std::isfinite(loss) ? "" : "NON-FINITE LOSS; ") + "PyTorch: bench/gpu/torch_train.py rows");
+    } catch (const std::exception& e) {
+      // Each row on its own: fusion on still runs when fusion off failed.
+      std::printf("| %s | failed | %s |\n", name.c_str(), e.what());
+      std::fflush(stdout);
+      ++failed;
+    }
+  }
+  return failed;
+}
+
 }  // namespace
 }  // namespace nimbus
 
@@ -107,5 +156,10 @@ int main() {
   attempt("GEMM 8192 bf16", [] { gemm(8192, DType::kBF16); });
   attempt("bandwidth", [] { bandwidth(int64_t{1} << 26); });
   attempt("fusion", [] { fusion(int64_t{1} << 24); });
+  failures += training(
+      "MLP 784-512-512-10", [] { return testing::make_mlp(Device::cuda(), 512); }, Shape{784}, 256);
+  failures += training(
+      "CNN 28x28x1 conv32-pool-conv64-pool-128-10", [] { return testing::make_cnn(Device::cuda()); }, Shape{28, 28, 1},
+      256);
   return failures == 0 ? 0 : 1;
 }

@@ -44,6 +44,11 @@ std::vector<FusedKernelSource> training_step_kernels() {
   const Tensor step_size = testing::Adam::step_size(1);
   std::vector<FusedKernelSource> kernels =
       fused_kernels_of(testing::make_mlp(), {random_uniform({16, 784}, 0, 1), labels, step_size});
+  // bench_gpu's MLP (784-512-512-10).
+  for (auto& k :
+       fused_kernels_of(testing::make_mlp(Device::cpu(), 512), {random_uniform({16, 784}, 0, 1), labels, step_size})) {
+    kernels.push_back(std::move(k));
+  }
   for (auto& k : fused_kernels_of(testing::make_cnn(), {random_uniform({16, 28, 28, 1}, 0, 1), labels, step_size})) {
     kernels.push_back(std::move(k));
   }

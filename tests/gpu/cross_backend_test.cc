@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/device/runtime.h"
@@ -30,14 +32,26 @@ std::string why_no_gpu() {
   return "unknown";
 }
 
-// The cases whose op has a CUDA kernel for `dtype`.
+// The dtype the case's call dispatches on with its floating inputs made in `floating`: its dispatch
+// input's (one_hot's integer ids), or for ops without inputs (fill) the dtype it makes.
+DType dispatch_dtype(const OpSchema& op, const OpCase& c, DType floating) {
+  if (op.dispatch_input >= 0 && static_cast<size_t>(op.dispatch_input) < c.inputs.size()) {
+    const DType dtype = c.inputs[static_cast<size_t>(op.dispatch_input)].dtype;
+    return is_floating(dtype) ? floating : dtype;
+  }
+  return c.attrs.has("dtype") ? c.attrs.get_dtype("dtype") : floating;
+}
+
+// The cases whose op has a CUDA kernel for the call with floating inputs in `dtype`; for bf16 and f16,
+// only the calls that compute in that dtype (an integer-dispatched op runs once, in the f32 pass).
 std::vector<OpCase> cases_with_cuda_kernels(DType dtype) {
   std::vector<OpCase> result;
   for (const OpCase& c : op_cases()) {
     const OpSchema* op = OpRegistry::global().find(c.op);
-    if (op != nullptr && !op->has_side_effects && !op->kernels(DeviceType::kCUDA, dtype).empty()) {
-      result.push_back(c);
-    }
+    if (op == nullptr || op->has_side_effects) continue;
+    const DType dispatch = dispatch_dtype(*op, c, dtype);
+    if (dtype != DType::kF32 && dispatch != dtype) continue;
+    if (!op->kernels(DeviceType::kCUDA, dispatch).empty()) result.push_back(c);
   }
   return result;
 }
@@ -145,6 +159,17 @@ TEST(CudaHarness, CoversTheElementwiseOps) {
   // Runs without a GPU: the harness has cases to run once one is present.
   EXPECT_GE(cases_with_cuda_kernels(DType::kF32).size(), 30u);
   EXPECT_GE(cases_with_cuda_kernels(DType::kBF16).size(), 2u);  // matmul, fused_matmul
+}
+
+TEST(CudaHarness, CoversTheDataMovementOpsOfTheTrainingSteps) {
+  // fill, one_hot and reshape run in every traced training step (tests/cuda/training_step_ops_test.cc);
+  // assign has side effects, so the harness leaves it to the training-step rows of bench_gpu.
+  std::set<std::string> covered;
+  for (const OpCase& c : cases_with_cuda_kernels(DType::kF32)) covered.insert(c.op);
+  for (const char* op : {"fill", "one_hot", "reshape", "conv2d", "conv2d_backward_input", "conv2d_backward_filter",
+                         "fused_conv2d", "max_pool2d", "max_pool2d_backward"}) {
+    EXPECT_TRUE(covered.count(op)) << op;
+  }
 }
 
 }  // namespace

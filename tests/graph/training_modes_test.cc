@@ -56,9 +56,13 @@ void expect_modes_agree(MakeModel make_model, bool flat_images, int64_t batch) {
   EXPECT_LT(jit.ops, graph.ops) << "fusion merged nothing";
 }
 
-TEST(TrainingModes, MlpTrainsTheSameIn50StepsEagerGraphAndJit) { expect_modes_agree(make_mlp, true, 32); }
+TEST(TrainingModes, MlpTrainsTheSameIn50StepsEagerGraphAndJit) {
+  expect_modes_agree([] { return make_mlp(); }, true, 32);
+}
 
-TEST(TrainingModes, CnnTrainsTheSameIn50StepsEagerGraphAndJit) { expect_modes_agree(make_cnn, false, 16); }
+TEST(TrainingModes, CnnTrainsTheSameIn50StepsEagerGraphAndJit) {
+  expect_modes_agree([] { return make_cnn(); }, false, 16);
+}
 
 }  // namespace
 }  // namespace nimbus::testing

@@ -1,7 +1,9 @@
 // Training steps written directly with ops (the PyTorch peer's MLP and CNN,
 // and an elementwise-heavy residual block), each with Adam, for the graph
 // mode's end-to-end tests and benchmarks: the same model code serves
-// tests/graph/training_modes_test.cc and bench/bench_graph.cc.
+// tests/graph/training_modes_test.cc, bench/bench_graph.cc and, with its
+// parameters on the GPU, bench/gpu/bench_gpu.cc. Parameters start on the CPU
+// (the same seeded values on every device) and move to `device`.
 #pragma once
 
 #include <cmath>
@@ -41,8 +43,8 @@ struct Adam {
     }
   }
   // Host side: the step size for update number t (from 1).
-  static Tensor step_size(int64_t t, double lr = 1e-3) {
-    return full({}, lr * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t)));
+  static Tensor step_size(int64_t t, double lr = 1e-3, Device device = Device::cpu()) {
+    return full({}, lr * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t))).to(device);
   }
   void apply(const std::vector<Tensor>& grads, const Tensor& step_size) {
     for (size_t i = 0; i < params.size(); ++i) {
@@ -53,9 +55,13 @@ struct Adam {
   }
 };
 
-inline Variable dense_kernel(int64_t in, int64_t out, const std::string& name, Generator& gen) {
+inline Variable dense_kernel(int64_t in, int64_t out, const std::string& name, Generator& gen, Device device) {
   const double limit = std::sqrt(6.0 / static_cast<double>(in + out));  // glorot_uniform
-  return Variable(random_uniform({in, out}, -limit, limit, DType::kF32, Device::cpu(), &gen), name);
+  return Variable(random_uniform({in, out}, -limit, limit, DType::kF32, Device::cpu(), &gen).to(device), name);
+}
+
+inline Variable bias(int64_t size, const std::string& name, Device device) {
+  return Variable(zeros({size}).to(device), name);
 }
 
 // A model: its parameters, a loss on (x, labels), and Adam; step() is what gets traced.
@@ -72,12 +78,13 @@ struct Model {
   }
 };
 
-inline std::unique_ptr<Model> make_mlp() {
+// 784 -> 512 ReLU -> `hidden2` ReLU -> 10 (bench_graph's peer has 256, bench_gpu's 512).
+inline std::unique_ptr<Model> make_mlp(Device device = Device::cpu(), int64_t hidden2 = 256) {
   Generator gen(1);
   auto model = std::make_unique<Model>();
-  model->params = {dense_kernel(784, 512, "d1/kernel", gen), Variable(zeros({512}), "d1/bias"),
-                   dense_kernel(512, 256, "d2/kernel", gen), Variable(zeros({256}), "d2/bias"),
-                   dense_kernel(256, 10, "d3/kernel", gen),  Variable(zeros({10}), "d3/bias")};
+  model->params = {dense_kernel(784, 512, "d1/kernel", gen, device),     bias(512, "d1/bias", device),
+                   dense_kernel(512, hidden2, "d2/kernel", gen, device), bias(hidden2, "d2/bias", device),
+                   dense_kernel(hidden2, 10, "d3/kernel", gen, device),  bias(10, "d3/bias", device)};
   Model* m = model.get();
   model->loss = [m](const Tensor& images, const Tensor& labels) {
     const auto& p = m->params;
@@ -91,21 +98,21 @@ inline std::unique_ptr<Model> make_mlp() {
   return model;
 }
 
-inline std::unique_ptr<Model> make_cnn() {
+inline std::unique_ptr<Model> make_cnn(Device device = Device::cpu()) {
   Generator gen(1);
   auto model = std::make_unique<Model>();
   auto conv_kernel = [&](int64_t in, int64_t out, const std::string& name) {
     const double limit = std::sqrt(6.0 / static_cast<double>(9 * (in + out)));
-    return Variable(random_uniform({3, 3, in, out}, -limit, limit, DType::kF32, Device::cpu(), &gen), name);
+    return Variable(random_uniform({3, 3, in, out}, -limit, limit, DType::kF32, Device::cpu(), &gen).to(device), name);
   };
   model->params = {conv_kernel(1, 32, "c1/kernel"),
-                   Variable(zeros({32}), "c1/bias"),
+                   bias(32, "c1/bias", device),
                    conv_kernel(32, 64, "c2/kernel"),
-                   Variable(zeros({64}), "c2/bias"),
-                   dense_kernel(64 * 7 * 7, 128, "d1/kernel", gen),
-                   Variable(zeros({128}), "d1/bias"),
-                   dense_kernel(128, 10, "d2/kernel", gen),
-                   Variable(zeros({10}), "d2/bias")};
+                   bias(64, "c2/bias", device),
+                   dense_kernel(64 * 7 * 7, 128, "d1/kernel", gen, device),
+                   bias(128, "d1/bias", device),
+                   dense_kernel(128, 10, "d2/kernel", gen, device),
+                   bias(10, "d2/bias", device)};
   Model* m = model.get();
   model->loss = [m](const Tensor& images, const Tensor& labels) {
     const auto& p = m->params;
@@ -126,9 +133,10 @@ inline std::unique_ptr<Model> make_cnn() {
 inline std::unique_ptr<Model> make_block(int64_t d) {
   Generator gen(2);
   auto model = std::make_unique<Model>();
-  model->params = {dense_kernel(d, 4 * d, "up", gen),   Variable(zeros({4 * d}), "up/bias"),
-                   dense_kernel(4 * d, d, "down", gen), Variable(zeros({d}), "down/bias"),
-                   Variable(ones({d}), "ln/gamma"),     Variable(zeros({d}), "ln/beta")};
+  const Device cpu = Device::cpu();
+  model->params = {dense_kernel(d, 4 * d, "up", gen, cpu),   Variable(zeros({4 * d}), "up/bias"),
+                   dense_kernel(4 * d, d, "down", gen, cpu), Variable(zeros({d}), "down/bias"),
+                   Variable(ones({d}), "ln/gamma"),          Variable(zeros({d}), "ln/beta")};
   Model* m = model.get();
   model->loss = [m](const Tensor& x, const Tensor& target) {
     const auto& p = m->params;

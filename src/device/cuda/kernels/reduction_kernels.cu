@@ -3,7 +3,8 @@
 // (src/ops/reduction.cc, src/ops/cross_entropy.cc), so the two agree to rounding.
 //
 // Launch shapes (256 threads a block, grid-stride loops, at most 32 blocks per SM):
-//   reductions: one thread per output element, walking its reduced elements;
+//   reductions: one thread per output element walking its reduced elements, or, for 256 or more of
+//     them, one block per output element and a shared-memory tree;
 //   softmax, log-softmax: one thread per (outer, inner) row of the axis;
 //   cross-entropy: one thread per example.
 // First versions: a thread per row suits the short rows of classifier heads;
@@ -12,43 +13,65 @@
 #include <cmath>
 
 #include "src/device/cuda/kernels/kernels.h"
+#include "src/device/cuda/kernels/launch_shape.h"
 
 namespace nimbus::cuda::kernels {
 namespace {
 
-constexpr int kThreads = 256;
+template <Reduce kind>
+__device__ __forceinline__ double combine(double acc, double v) {
+  if constexpr (kind == Reduce::kMax) {
+    return (isnan(v) || v > acc) ? v : acc;  // NaN wins, as in the reference
+  } else {
+    return acc + v;
+  }
+}
 
-unsigned blocks_for(int64_t work, int sms) {
-  const int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{32} * sms)));
+// `base` plus the offset of element `index` among the kept axes (reduced = false: output index) or the
+// reduced ones (reduced = true: the index within one output's reduction).
+__device__ __forceinline__ int64_t offset_of(const ReduceShape& a, int64_t index, bool reduced, int64_t base) {
+  for (int axis = a.rank - 1; axis >= 0; --axis) {
+    if (a.reduced[axis] != reduced) continue;
+    base += (index % a.dims[axis]) * a.strides[axis];
+    index /= a.dims[axis];
+  }
+  return base;
 }
 
 template <Reduce kind>
 __global__ void reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < a.outputs;
        o += int64_t{gridDim.x} * blockDim.x) {
-    int64_t rest = o, base = 0;
-    for (int axis = a.rank - 1; axis >= 0; --axis) {
-      if (a.reduced[axis]) continue;
-      base += (rest % a.dims[axis]) * a.strides[axis];
-      rest /= a.dims[axis];
-    }
+    const int64_t base = offset_of(a, o, false, 0);
     double acc = kind == Reduce::kMax ? -INFINITY : 0.0;
     for (int64_t r = 0; r < a.count; ++r) {
-      int64_t offset = base, index = r;
-      for (int axis = a.rank - 1; axis >= 0; --axis) {
-        if (!a.reduced[axis]) continue;
-        offset += (index % a.dims[axis]) * a.strides[axis];
-        index /= a.dims[axis];
-      }
-      const double v = x[offset];
-      if constexpr (kind == Reduce::kMax) {
-        acc = (isnan(v) || v > acc) ? v : acc;  // NaN wins, as in the reference
-      } else {
-        acc += v;
-      }
+      acc = combine<kind>(acc, x[offset_of(a, r, true, base)]);
     }
     y[o] = static_cast<float>(kind == Reduce::kMean ? acc / static_cast<double>(a.count) : acc);
+  }
+}
+
+// One block per output element (outputs grid-strided): its threads stride over the reduced elements, then
+// a shared-memory tree. For long reductions (a convolution's bias gradient sums batch x height x width).
+template <Reduce kind>
+__global__ void block_reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
+  __shared__ double partial[kThreads];
+  for (int64_t o = blockIdx.x; o < a.outputs; o += gridDim.x) {
+    const int64_t base = offset_of(a, o, false, 0);
+    double acc = kind == Reduce::kMax ? -INFINITY : 0.0;
+    for (int64_t r = threadIdx.x; r < a.count; r += blockDim.x) {
+      acc = combine<kind>(acc, x[offset_of(a, r, true, base)]);
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] = combine<kind>(partial[threadIdx.x], partial[threadIdx.x + half]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      y[o] = static_cast<float>(kind == Reduce::kMean ? partial[0] / static_cast<double>(a.count) : partial[0]);
+    }
+    __syncthreads();  // partial is reused by the next output
   }
 }
 
@@ -85,12 +108,22 @@ __global__ void sparse_cross_entropy_kernel(const float* __restrict__ logits, co
 
 }  // namespace
 
+template <Reduce kind>
+void launch_reduce(const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+  // A thread per output walks `count` elements alone: past a block's worth, a block per output instead.
+  if (shape.count >= kThreads) {
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(shape.outputs, int64_t{32} * sms));
+    block_reduce_kernel<kind><<<blocks, kThreads, 0, stream>>>(x, y, shape);
+  } else {
+    reduce_kernel<kind><<<blocks_for(shape.outputs, sms), kThreads, 0, stream>>>(x, y, shape);
+  }
+}
+
 cudaError_t reduce(Reduce kind, const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
-  const unsigned blocks = blocks_for(shape.outputs, sms);
   switch (kind) {
-    case Reduce::kSum: reduce_kernel<Reduce::kSum><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
-    case Reduce::kMean: reduce_kernel<Reduce::kMean><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
-    case Reduce::kMax: reduce_kernel<Reduce::kMax><<<blocks, kThreads, 0, stream>>>(x, y, shape); break;
+    case Reduce::kSum: launch_reduce<Reduce::kSum>(x, y, shape, sms, stream); break;
+    case Reduce::kMean: launch_reduce<Reduce::kMean>(x, y, shape, sms, stream); break;
+    case Reduce::kMax: launch_reduce<Reduce::kMax>(x, y, shape, sms, stream); break;
   }
   return cudaGetLastError();
 }
