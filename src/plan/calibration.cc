@@ -27,6 +27,7 @@
 #include "nimbus/ops/op_profile.h"
 #include "nimbus/plan/config_workload.h"
 #include "nimbus/train/config.h"
+#include "nimbus/train/input_cost.h"
 #include "nimbus/train/memory_check.h"
 
 namespace nimbus::plan {
@@ -175,6 +176,7 @@ struct ProbeStep {
   std::map<std::string, OpStep> ops{};  // the vector ops
   double seconds = 0;                   // the whole step
   double kernel_seconds = 0;            // all its kernels
+  double input_seconds = 0;             // gathering the batch's rows (train/input_cost.h)
 };
 
 struct ProbeRun {
@@ -204,13 +206,17 @@ ProbeStep probe_step(const std::filesystem::path& dir, int64_t batch) {
   const ProbeRun short_run = run_probe(dir, batch, kProbeShortSteps);
   const ProbeRun long_run = run_probe(dir, batch, kProbeLongSteps);
   const auto steps = static_cast<double>(kProbeLongSteps - kProbeShortSteps);
-  ProbeStep step{.seconds = long_run.step_seconds};
+  ProbeStep step{.seconds = long_run.step_seconds,
+                 .input_seconds = train::measure_input_cost(probe_config(dir, batch, 1), batch).seconds_per_sample *
+                                  static_cast<double>(batch)};
   for (const graph::NodeCost& node : train::analyze_train_step(probe_config(dir, batch, 1), batch).cost.nodes) {
     if (!node.op.empty()) step.ops[node.key].work += node.flops;
   }
   for (const auto& [key, totals] : long_run.kernels) {
     const auto before = short_run.kernels.contains(key) ? short_run.kernels.at(key) : std::pair<int64_t, double>{};
-    const double seconds = (totals.second - before.second) / steps;
+    double seconds = (totals.second - before.second) / steps;
+    // Something else slowed the short run more than the long one (a loaded machine): the long run's mean.
+    if (seconds <= 0) seconds = totals.second / static_cast<double>(kProbeLongSteps);
     step.kernel_seconds += seconds;
     if (auto op = step.ops.find(key); op != step.ops.end()) {
       op->second.kernels = static_cast<double>(totals.first - before.first) / steps;
@@ -279,7 +285,8 @@ void calibrate_with_probe(CalibrationProfile& profile) {
     profile.op_rates[op] = rate;
   }
   double beyond_kernels = 0;
-  for (const ProbeStep& step : steps) beyond_kernels += step.seconds - step.kernel_seconds;
+  // The batch's gathering is the workload's input term (plan::InputWork), measured for each config.
+  for (const ProbeStep& step : steps) beyond_kernels += step.seconds - step.kernel_seconds - step.input_seconds;
   profile.step_overhead_seconds = std::max(0.0, beyond_kernels / static_cast<double>(steps.size()));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "nimbus/data/idx.h"
+#include "nimbus/train/input_cost.h"
 #include "nimbus/train/memory_check.h"
 
 namespace nimbus::plan {
@@ -53,6 +54,13 @@ Workload workload_from_config(const nlohmann::json& config, bool jit) {
   }
   work.name = config.at("model").value("name", std::string("model"));
   return work;
+}
+
+InputWork input_work_from_config(const nlohmann::json& config) {
+  const nlohmann::json& batch = config.at("fit").at("batch_size");
+  const train::InputCost cost =
+      train::measure_input_cost(config, batch.is_number_integer() ? batch.get<int64_t>() : 128);
+  return {.seconds_per_sample = cost.seconds_per_sample, .in_step = cost.in_training_thread};
 }
 
 int64_t training_samples(const nlohmann::json& config) {

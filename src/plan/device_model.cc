@@ -17,7 +17,7 @@ DeviceModel device_model(const GpuSpec& gpu) {
 }
 
 DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes) {
-  DeviceModel model{.name = cpu.name};
+  DeviceModel model{.name = cpu.name, .shares_host_cores = true};
   model.memory_bytes = ram_bytes;
   model.bandwidth = cpu.memory_bandwidth_gbps_per_core * 1e9 * cores * kDefaultBandwidthEfficiency;
   const double peak = cpu.fp32_gflops_per_core * 1e9 * cores;
@@ -29,7 +29,7 @@ DeviceModel device_model(const CpuSpec& cpu, int cores, double ram_bytes) {
 }
 
 DeviceModel device_model(const CalibrationProfile& profile) {
-  DeviceModel model{.name = profile.device};
+  DeviceModel model{.name = profile.device, .shares_host_cores = profile.device == "cpu"};
   model.memory_bytes = profile.memory_bytes;
   model.bandwidth = profile.bandwidth;
   model.matrix_flops[Precision::kFloat32] = profile.matmul_flops;

@@ -58,8 +58,11 @@ StepEstimate estimate_step(const Workload& work, const DeviceModel& device, cons
   const double device_seconds = step.compute_seconds + step.bandwidth_seconds + step.launch_seconds +
                                 step.host_seconds + step.exposed_allreduce_seconds;
   const auto samples = static_cast<double>(shape.micro_batch * shape.accumulation);
-  step.input_seconds = work.input_seconds_per_sample * samples / std::max(1, shape.host_cores);
-  step.seconds = std::max(device_seconds, step.input_seconds);
+  const double input_cpu_seconds = work.input.seconds_per_sample * samples;
+  step.input_seconds = work.input.in_step ? input_cpu_seconds : input_cpu_seconds / std::max(1, shape.host_cores);
+  // A pipeline runs beside the device and bounds the step, unless it runs on the device's own cores.
+  const bool input_adds = work.input.in_step || device.shares_host_cores;
+  step.seconds = input_adds ? device_seconds + step.input_seconds : std::max(device_seconds, step.input_seconds);
 
   const std::array<std::pair<double, Bottleneck>, 5> shares = {{
       {step.compute_seconds, Bottleneck::kCompute},

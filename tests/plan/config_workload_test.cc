@@ -44,6 +44,40 @@ TEST(ConfigWorkload, ConvolutionsAreToldApartAndTheUpdateRunsOncePerStep) {
   EXPECT_EQ(training_samples(train::load_config("examples/fashion_mnist_cnn.yaml")), 60000);
 }
 
+// The MLP example with its training data as an IDX pipeline whose map does `steps` per image.
+nlohmann::json mlp_with_pipeline(const std::string& steps) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  return train::parse_config(
+      "model: {input_shape: [28, 28, 1], layers: [{Flatten: {}}, {Dense: {units: 10}}]}\n"
+      "compile: {optimizer: adam, loss: {name: sparse_categorical_crossentropy, from_logits: true}}\n"
+      "data:\n  train:\n    source: idx\n    images: " +
+          dir +
+          "train-images-idx3-ubyte.gz\n"
+          "    labels: " +
+          dir +
+          "train-labels-idx1-ubyte.gz\n    x: image\n    y: label\n"
+          "    steps: [{reshape: {shape: [28, 28, 1]}}, {convert_dtype: {dtype: float32, scale: 0.0039}}" +
+          steps +
+          "]\n"
+          "fit: {batch_size: 64}\n",
+      "test config");
+}
+
+TEST(InputWork, RowsInMemoryAreGatheredInTheStepAndAPipelinesMapCostsPerSample) {
+  const InputWork gathered = input_work_from_config(train::load_config("examples/fashion_mnist_mlp.yaml"));
+  EXPECT_TRUE(gathered.in_step);
+  // A row is 3 KiB: well under a millisecond, and not nothing.
+  EXPECT_GT(gathered.seconds_per_sample, 0);
+  EXPECT_LT(gathered.seconds_per_sample, 1e-3);
+
+  const InputWork plain = input_work_from_config(mlp_with_pipeline(""));
+  // Resizing to 224 x 224 writes 64 times the pixels of the 28 x 28 image.
+  const InputWork resized = input_work_from_config(mlp_with_pipeline(", {resize: {height: 224, width: 224}}"));
+  EXPECT_FALSE(plain.in_step);
+  EXPECT_GT(plain.seconds_per_sample, 0);
+  EXPECT_GT(resized.seconds_per_sample, 4 * plain.seconds_per_sample);
+}
+
 TEST(PlanCli, PricesTheCnnExampleKeepingItsBatch) {
   const std::string output = nimbus::testing::run_command(
       std::string(NIMBUS_CLI) + " plan examples/fashion_mnist_cnn.yaml --gpus T4,A100-40GB --json 2>/dev/null");

@@ -82,12 +82,40 @@ TEST(StepModel, InputPipelineBoundsTheStep) {
   DeviceModel device{.name = "toy", .bandwidth = 1e12, .vector_flops = 1e13, .launch_seconds = 0};
   device.matrix_flops[Precision::kFloat32] = 1e14;
   Workload work = Workload::from_totals({.parameters = 1e5, .flops_per_sample = 1e6});
-  work.input_seconds_per_sample = 1e-3;
+  work.input.seconds_per_sample = 1e-3;
   const StepEstimate step = estimate_step(work, device, {.micro_batch = 64, .host_cores = 4});
   EXPECT_NEAR(step.input_seconds, 64 * 1e-3 / 4, 1e-12);
   EXPECT_DOUBLE_EQ(step.seconds, step.input_seconds);
   EXPECT_EQ(step.bottleneck, Bottleneck::kInput);
   EXPECT_LT(step.device_utilization(), 0.01);
+}
+
+// The device's own time for the toy model, without input.
+double device_seconds(const Workload& work, const DeviceModel& device, int64_t micro_batch) {
+  Workload without_input = work;
+  without_input.input = {};
+  return estimate_step(without_input, device, {.micro_batch = micro_batch, .host_cores = 4}).seconds;
+}
+
+TEST(StepModel, APipelineOnTheDevicesOwnCoresAddsToTheStep) {
+  DeviceModel cpu{
+      .name = "cpu", .bandwidth = 1e10, .vector_flops = 1e10, .launch_seconds = 0, .shares_host_cores = true};
+  cpu.matrix_flops[Precision::kFloat32] = 1e11;
+  Workload work = Workload::from_totals({.parameters = 1e5, .flops_per_sample = 1e7});
+  work.input.seconds_per_sample = 1e-4;
+  const StepEstimate step = estimate_step(work, cpu, {.micro_batch = 64, .host_cores = 4});
+  EXPECT_NEAR(step.input_seconds, 64 * 1e-4 / 4, 1e-12);
+  EXPECT_NEAR(step.seconds, device_seconds(work, cpu, 64) + step.input_seconds, 1e-12);
+}
+
+TEST(StepModel, RowsGatheredByTheTrainingThreadAddToTheStepOnAnyDevice) {
+  DeviceModel gpu{.name = "toy", .bandwidth = 1e12, .vector_flops = 1e13, .launch_seconds = 0};
+  gpu.matrix_flops[Precision::kFloat32] = 1e14;
+  Workload work = Workload::from_totals({.parameters = 1e5, .flops_per_sample = 1e6});
+  work.input = {.seconds_per_sample = 2e-6, .in_step = true};
+  const StepEstimate step = estimate_step(work, gpu, {.micro_batch = 64, .host_cores = 4});
+  EXPECT_NEAR(step.input_seconds, 64 * 2e-6, 1e-12) << "one thread gathers: host_cores do not divide it";
+  EXPECT_NEAR(step.seconds, device_seconds(work, gpu, 64) + step.input_seconds, 1e-12);
 }
 
 TEST(Workload, TwoTracesRecoverEachKernelsFixedAndPerSampleCost) {
@@ -133,7 +161,7 @@ TEST(Planner, ComputeBoundModelIsCheaperAndFasterOnH100ThanOnT4) {
 
 TEST(Planner, TinyInputBoundModelIsCheapestOnASmallGpu) {
   Workload work = Workload::from_totals({.parameters = 1e5, .flops_per_sample = 2e6});
-  work.input_seconds_per_sample = 1e-3;  // decoding a JPEG takes a core about a millisecond
+  work.input.seconds_per_sample = 1e-3;  // decoding a JPEG takes a core about a millisecond
   const PlanResult result =
       make_plans(work, shipped(),
                  {.samples = 1'000'000,

@@ -73,6 +73,7 @@ PlanArguments::Resolved PlanArguments::resolve() const {
     out.config_text = text.str();
     out.workload = plan::workload_from_config(config, true);
     out.unfused = plan::workload_from_config(config, false);
+    out.workload.input = out.unfused->input = plan::input_work_from_config(config);
     request.epochs = config.at("fit").at("epochs").get<int>();
     if (config.at("fit").at("batch_size").is_number_integer()) {
       request.batch_size = config.at("fit").at("batch_size").get<int64_t>();

@@ -13,6 +13,10 @@ namespace nimbus::plan {
 // `jit`: with elementwise fusion (runtime.jit) or without, for what fusion is worth.
 Workload workload_from_config(const nlohmann::json& config, bool jit);
 
+// What producing the config's training samples costs this machine's host (train::measure_input_cost at
+// the config's batch size, or 128 for `auto`).
+InputWork input_work_from_config(const nlohmann::json& config);
+
 // The samples of the config's training set (data.train).
 int64_t training_samples(const nlohmann::json& config);
 

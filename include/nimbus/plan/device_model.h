@@ -56,6 +56,8 @@ struct DeviceModel {
   // step runs it, by op_cost_key (ops/op_profile.h), and the trainer's own time per step outside its kernels.
   std::map<std::string, OpRate> op_rates{};
   double step_overhead_seconds = 0;
+  // The device is the host's CPU: an input pipeline's threads take their time from its kernels.
+  bool shares_host_cores = false;
 
   bool supports(Precision precision) const { return matrix_flops.contains(precision); }
   // The measured cost of kernels with this op_cost_key ("fused_elementwise[15]"), else of the op's kernels

@@ -6,8 +6,10 @@
 // the kernel's bytes (caches or memory). A calibrated device adds the trainer's own time per step. A step runs the
 // micro-batch's kernels `accumulation` times and the per-step kernels (optimizer update) once. With N data-parallel
 // devices, a ring all-reduce of the gradients takes 2 (N - 1) / N x gradient bytes / link bandwidth and overlaps the
-// last micro-batch's backward pass (two thirds of its time); only the rest is exposed. The input pipeline runs beside
-// the device (prefetch), so it bounds the step rather than adding to it.
+// last micro-batch's backward pass (two thirds of its time); only the rest is exposed. The input takes the host's
+// measured CPU time per sample: an input pipeline runs beside the device on host_cores (prefetch), so it bounds the
+// step rather than adding to it, except on a CPU device, whose cores it shares; rows gathered by the training thread
+// (data in memory) add to the step.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,7 @@ struct StepEstimate {
   double host_seconds = 0;               // the trainer's own work per step, outside the kernels
   double allreduce_seconds = 0;          // the whole all-reduce
   double exposed_allreduce_seconds = 0;  // what overlap leaves on the step
-  double input_seconds = 0;              // host time to produce one device's samples of the step
+  double input_seconds = 0;              // host time to produce one device's samples of the step (wall)
   Bottleneck bottleneck = Bottleneck::kCompute;
   // Share of the step the device spends in kernels.
   double device_utilization() const;

@@ -53,6 +53,14 @@ struct LinearKernel {
   std::string op{};
 };
 
+// The host's work to produce the training samples (train/input_cost.h, measured on this machine).
+struct InputWork {
+  double seconds_per_sample = 0;  // host CPU seconds per sample
+  // The training thread produces each batch before its step (tensors in memory, rows gathered), so the
+  // cost adds to the step; otherwise an input pipeline's threads produce it beside training.
+  bool in_step = false;
+};
+
 struct Workload {
   std::string name;
   std::vector<LinearKernel> kernels;
@@ -61,8 +69,7 @@ struct Workload {
   // Device memory in float32 at micro-batch m: memory_fixed_bytes + memory_per_sample_bytes * m.
   double memory_fixed_bytes = 0;
   double memory_per_sample_bytes = 0;
-  // Host work to produce one sample (decode, augment), in core-seconds; 0 for data already in memory.
-  double input_seconds_per_sample = 0;
+  InputWork input{};
 
   // The kernels of one micro-batch step (per_step kernels included once).
   std::vector<Kernel> kernels_at(int64_t micro_batch, Precision precision) const;
