@@ -15,19 +15,23 @@ profile=$(mktemp --suffix=.json)
 summary=$(mktemp --suffix=.json)
 trap 'rm -f "$profile" "$summary"' EXIT
 "$nimbus" --threads 2 bench --profile "$profile"
-printf '%-5s %6s %14s %14s %8s\n' model batch "predicted ms" "measured ms" error
+printf '%-5s %6s %14s %14s %8s %10s %10s\n' model batch "predicted ms" "measured ms" error "input ms" "host ms"
 for model in mlp cnn; do
   for batch in 32 128 512; do
     config=examples/fashion_mnist_$model.yaml
+    # The prediction and two of its parts (the input's and the trainer's own time), in seconds.
     predicted=$("$nimbus" --threads 2 plan "$config" --local --profile "$profile" --gpus cpu --clouds local \
-      --batch "$batch" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["plans"][0]["step_seconds"])')
+      --batch "$batch" --json 2>/dev/null | python3 -c 'import json,sys; p = json.load(sys.stdin)["plans"][0]
+print(p["step_seconds"], p["step_parts"]["input_seconds"], p["step_parts"]["host_seconds"])')
     "$nimbus" --threads 2 train "$config" --set fit.batch_size="$batch" --set fit.epochs=1 \
       --set fit.steps_per_epoch="$steps" --set fit.verbose=0 --summary "$summary" >/dev/null 2>&1
-    python3 - "$model" "$batch" "$predicted" "$summary" <<'PY'
+    python3 - "$model" "$batch" $predicted "$summary" <<'PY'
 import json, sys
-model, batch, predicted, summary = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+model, batch, summary = sys.argv[1], int(sys.argv[2]), sys.argv[6]
+predicted, input_part, host_part = map(float, sys.argv[3:6])
 measured = batch / json.load(open(summary))["samples_per_sec"]
-print(f"{model:5} {batch:6} {predicted * 1e3:14.2f} {measured * 1e3:14.2f} {predicted / measured - 1:+8.1%}")
+print(f"{model:5} {batch:6} {predicted * 1e3:14.2f} {measured * 1e3:14.2f} {predicted / measured - 1:+8.1%}"
+      f" {input_part * 1e3:10.2f} {host_part * 1e3:10.2f}")
 PY
   done
 done

@@ -469,7 +469,10 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   interrupt_training = false;
   History history;
   const auto start = Clock::now();
-  Clock::time_point measured_start;
+  // Throughput counts training steps only: not validation, checkpoints or other epoch-end work.
+  bool past_warmup = false;
+  std::optional<Clock::time_point> measuring_since;
+  double measured_seconds = 0;
   int64_t measured_samples = 0;
   int64_t total_steps = 0;
   for (auto& callback : callbacks) callback->on_train_begin(*this);
@@ -477,6 +480,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
     // A resumed epoch keeps the metric totals its checkpoint restored.
     const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
+    if (past_warmup) measuring_since = Clock::now();
     batches.begin_epoch(epoch, seed, first_step);
     if (first_step == 0) reset_metrics();
     int64_t step = first_step;
@@ -509,7 +513,10 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
       const int64_t warmup = params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1;
-      if (total_steps == warmup) measured_start = Clock::now();
+      if (total_steps == warmup) {
+        past_warmup = true;
+        measuring_since = Clock::now();
+      }
       if (total_steps > warmup) measured_samples += batch_size;
       if (!callbacks.empty()) {
         auto span = profiler_->span(monitor::Span::kCallbacks);
@@ -518,6 +525,8 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       }
       profiler_->end_step(batch_size, step_loss);
     }
+    if (measuring_since) measured_seconds += std::chrono::duration<double>(Clock::now() - *measuring_since).count();
+    measuring_since.reset();
     history.input_pipeline_stats = batches.stats_json();
     if (interrupt_training) {
       history.interrupted = true;
@@ -550,7 +559,6 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   const auto finish = Clock::now();
   history.steps = total_steps;
   history.wall_seconds = std::chrono::duration<double>(finish - start).count();
-  const double measured_seconds = std::chrono::duration<double>(finish - measured_start).count();
   if (measured_samples > 0 && measured_seconds > 0)
     history.samples_per_sec = double(measured_samples) / measured_seconds;
   return history;

@@ -157,7 +157,8 @@ struct History {
   // True when interrupt_training ended fit in the middle of an epoch.
   bool interrupted = false;
   // Training samples per second after the first 20 steps (after the first step in runs of
-  // 20 steps or fewer), so tracing and warm-up are left out.
+  // 20 steps or fewer), so tracing and warm-up are left out; over the steps' time only, not
+  // validation or epoch-end callbacks (checkpoints).
   double samples_per_sec = 0;
   // fit(dataset): the last epoch's input pipeline statistics (data::Iterator::stats_json: what
   // AUTOTUNE chose per node, buffer fill, waits); empty for fit(x, y).
