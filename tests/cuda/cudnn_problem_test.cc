@@ -14,6 +14,7 @@
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/lazy_libraries.h"
 #include "support/step_models.h"
+#include "support/window_attrs.h"
 
 namespace nimbus::cuda {
 namespace {
@@ -21,25 +22,9 @@ namespace {
 using internal::Conv2dGeometry;
 using internal::Pool2dGeometry;
 
-Attrs conv_attrs(const char* padding, std::vector<int64_t> strides, std::vector<int64_t> dilations, int64_t groups,
-                 const char* data_format) {
-  return Attrs{{"strides", strides},
-               {"padding", std::string(padding)},
-               {"dilations", dilations},
-               {"groups", groups},
-               {"data_format", std::string(data_format)}};
-}
-
-Attrs pool_attrs(std::vector<int64_t> size, std::vector<int64_t> strides, const char* padding,
-                 const char* data_format) {
-  return Attrs{{"pool_size", size},
-               {"strides", strides},
-               {"padding", std::string(padding)},
-               {"data_format", std::string(data_format)}};
-}
-
 TEST(CudnnProblem, AnNhwcConvolutionListsCudnnsDimensionsAndItsFilterAsKrsc) {
-  const Conv2dGeometry g({2, 9, 7, 6}, {3, 3, 3, 8}, conv_attrs("same", {1, 1}, {1, 1}, 2, "NHWC"), "conv2d");
+  const Conv2dGeometry g({2, 9, 7, 6}, {3, 3, 3, 8}, testing::conv2d_attrs("same", {1, 1}, {1, 1}, 2, "NHWC"),
+                         "conv2d");
   const std::optional<ConvProblem> p = conv_problem(g, DType::kF32, false);
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(p->channels_last);
@@ -54,7 +39,8 @@ TEST(CudnnProblem, AnNhwcConvolutionListsCudnnsDimensionsAndItsFilterAsKrsc) {
 }
 
 TEST(CudnnProblem, AnNchwConvolutionKeepsItsStridesAndDilations) {
-  const Conv2dGeometry g({1, 4, 15, 12}, {6, 4, 3, 3}, conv_attrs("valid", {2, 1}, {2, 3}, 1, "NCHW"), "conv2d");
+  const Conv2dGeometry g({1, 4, 15, 12}, {6, 4, 3, 3}, testing::conv2d_attrs("valid", {2, 1}, {2, 3}, 1, "NCHW"),
+                         "conv2d");
   const std::optional<ConvProblem> p = conv_problem(g, DType::kBF16, true);
   ASSERT_TRUE(p.has_value());
   EXPECT_FALSE(p->channels_last);
@@ -69,17 +55,19 @@ TEST(CudnnProblem, AnNchwConvolutionKeepsItsStridesAndDilations) {
 
 TEST(CudnnProblem, AsymmetricSamePaddingStaysWithTheDirectKernels) {
   // A 3x3 window with stride 2 over 8 columns pads 0 before and 1 after; cuDNN pads both sides alike.
-  const Conv2dGeometry conv({1, 8, 8, 4}, {3, 3, 4, 4}, conv_attrs("same", {2, 2}, {1, 1}, 1, "NHWC"), "conv2d");
+  const Conv2dGeometry conv({1, 8, 8, 4}, {3, 3, 4, 4}, testing::conv2d_attrs("same", {2, 2}, {1, 1}, 1, "NHWC"),
+                            "conv2d");
   EXPECT_FALSE(conv_problem(conv, DType::kF32, false).has_value());
-  const Pool2dGeometry pool({1, 7, 7, 4}, pool_attrs({2, 2}, {2, 2}, "same", "NHWC"), "max_pool2d");
+  const Pool2dGeometry pool({1, 7, 7, 4}, testing::pool2d_attrs({2, 2}, {2, 2}, "same", "NHWC"), "max_pool2d");
   EXPECT_FALSE(pool_problem(pool, DType::kF32).has_value());
   // Over 9 columns the same window pads 1 on each side.
-  const Conv2dGeometry odd({1, 9, 9, 4}, {3, 3, 4, 4}, conv_attrs("same", {2, 2}, {1, 1}, 1, "NHWC"), "conv2d");
+  const Conv2dGeometry odd({1, 9, 9, 4}, {3, 3, 4, 4}, testing::conv2d_attrs("same", {2, 2}, {1, 1}, 1, "NHWC"),
+                           "conv2d");
   EXPECT_TRUE(conv_problem(odd, DType::kF32, false).has_value());
 }
 
 TEST(CudnnProblem, TheCacheKeyTellsApartWhatChangesTheAlgorithm) {
-  const Attrs attrs = conv_attrs("same", {1, 1}, {1, 1}, 1, "NHWC");
+  const Attrs attrs = testing::conv2d_attrs("same", {1, 1}, {1, 1}, 1, "NHWC");
   const Conv2dGeometry g({8, 28, 28, 32}, {3, 3, 32, 64}, attrs, "conv2d");
   const ConvProblem base = *conv_problem(g, DType::kF32, false);
   EXPECT_EQ(base, *conv_problem(Conv2dGeometry({8, 28, 28, 32}, {3, 3, 32, 64}, attrs, "conv2d"), DType::kF32, false));
@@ -87,14 +75,14 @@ TEST(CudnnProblem, TheCacheKeyTellsApartWhatChangesTheAlgorithm) {
   EXPECT_NE(base, *conv_problem(g, DType::kF32, true));
   EXPECT_NE(base, *conv_problem(Conv2dGeometry({16, 28, 28, 32}, {3, 3, 32, 64}, attrs, "conv2d"), DType::kF32, false));
   EXPECT_NE(base, *conv_problem(Conv2dGeometry({8, 32, 28, 28}, {64, 32, 3, 3},
-                                               conv_attrs("same", {1, 1}, {1, 1}, 1, "NCHW"), "conv2d"),
+                                               testing::conv2d_attrs("same", {1, 1}, {1, 1}, 1, "NCHW"), "conv2d"),
                                 DType::kF32, false));
   std::set<ConvProblem> keys{base, *conv_problem(g, DType::kF16, false), base};
   EXPECT_EQ(keys.size(), 2u);
 }
 
 TEST(CudnnProblem, APoolingListsItsWindowPaddingAndStrides) {
-  const Pool2dGeometry g({2, 3, 8, 7}, pool_attrs({3, 3}, {1, 1}, "same", "NCHW"), "avg_pool2d");
+  const Pool2dGeometry g({2, 3, 8, 7}, testing::pool2d_attrs({3, 3}, {1, 1}, "same", "NCHW"), "avg_pool2d");
   const std::optional<PoolProblem> p = pool_problem(g, DType::kF16);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->x, (Dims4{2, 3, 8, 7}));

@@ -13,6 +13,7 @@
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
 #include "op_cases.h"
+#include "support/window_attrs.h"
 
 namespace nimbus::testing {
 namespace {
@@ -52,15 +53,6 @@ void add_convolution(const std::string& name, const Shape& x, const Shape& filte
   }
 }
 
-Attrs conv(const char* padding, std::vector<int64_t> strides, std::vector<int64_t> dilations, int64_t groups,
-           const char* data_format) {
-  return Attrs{{"strides", strides},
-               {"padding", std::string(padding)},
-               {"dilations", dilations},
-               {"groups", groups},
-               {"data_format", std::string(data_format)}};
-}
-
 // Both poolings and their backward ops.
 void add_pooling(const std::string& name, const Shape& x, const Attrs& attrs) {
   const Shape y = output_of("max_pool2d", {x}, attrs);
@@ -74,29 +66,23 @@ void add_pooling(const std::string& name, const Shape& x, const Attrs& attrs) {
                .attrs = plus(attrs, "input_shape", x)});
 }
 
-Attrs pool(std::vector<int64_t> size, std::vector<int64_t> strides, const char* padding, const char* data_format) {
-  return Attrs{{"pool_size", size},
-               {"strides", strides},
-               {"padding", std::string(padding)},
-               {"data_format", std::string(data_format)}};
-}
-
 }  // namespace
 
 NIMBUS_OP_CASES(cudnn) {
-  add_convolution("nhwc_tensor_cores", {4, 9, 11, 16}, {3, 3, 16, 32}, conv("same", {1, 1}, {1, 1}, 1, "NHWC"));
-  add_convolution("nhwc_stride2_odd", {3, 13, 11, 8}, {3, 3, 8, 8}, conv("valid", {2, 2}, {1, 1}, 1, "NHWC"));
-  add_convolution("nhwc_dilation2", {2, 10, 9, 8}, {3, 3, 8, 16}, conv("same", {1, 1}, {2, 2}, 1, "NHWC"));
-  add_convolution("nhwc_groups4", {2, 8, 8, 16}, {3, 3, 4, 16}, conv("same", {1, 1}, {1, 1}, 4, "NHWC"));
-  add_convolution("nhwc_1x1_stride2", {4, 7, 7, 24}, {1, 1, 24, 8}, conv("valid", {2, 2}, {1, 1}, 1, "NHWC"));
-  add_convolution("nchw_groups2_stride2", {2, 8, 9, 9}, {8, 4, 3, 3}, conv("same", {2, 2}, {1, 1}, 2, "NCHW"));
-  add_convolution("nchw_dilation_mixed", {1, 3, 15, 12}, {5, 3, 3, 3}, conv("valid", {2, 1}, {2, 3}, 1, "NCHW"));
+  add_convolution("nhwc_tensor_cores", {4, 9, 11, 16}, {3, 3, 16, 32}, conv2d_attrs("same", {1, 1}, {1, 1}, 1, "NHWC"));
+  add_convolution("nhwc_stride2_odd", {3, 13, 11, 8}, {3, 3, 8, 8}, conv2d_attrs("valid", {2, 2}, {1, 1}, 1, "NHWC"));
+  add_convolution("nhwc_dilation2", {2, 10, 9, 8}, {3, 3, 8, 16}, conv2d_attrs("same", {1, 1}, {2, 2}, 1, "NHWC"));
+  add_convolution("nhwc_groups4", {2, 8, 8, 16}, {3, 3, 4, 16}, conv2d_attrs("same", {1, 1}, {1, 1}, 4, "NHWC"));
+  add_convolution("nhwc_1x1_stride2", {4, 7, 7, 24}, {1, 1, 24, 8}, conv2d_attrs("valid", {2, 2}, {1, 1}, 1, "NHWC"));
+  add_convolution("nchw_groups2_stride2", {2, 8, 9, 9}, {8, 4, 3, 3}, conv2d_attrs("same", {2, 2}, {1, 1}, 2, "NCHW"));
+  add_convolution("nchw_dilation_mixed", {1, 3, 15, 12}, {5, 3, 3, 3},
+                  conv2d_attrs("valid", {2, 1}, {2, 3}, 1, "NCHW"));
   // 0 padded rows before and 1 after: the direct kernels' case.
-  add_convolution("nhwc_asymmetric_same", {2, 8, 8, 8}, {3, 3, 8, 8}, conv("same", {2, 2}, {1, 1}, 1, "NHWC"));
+  add_convolution("nhwc_asymmetric_same", {2, 8, 8, 8}, {3, 3, 8, 8}, conv2d_attrs("same", {2, 2}, {1, 1}, 1, "NHWC"));
 
-  add_pooling("nhwc_3x3_stride2_odd", {3, 11, 9, 16}, pool({3, 3}, {2, 2}, "valid", "NHWC"));
-  add_pooling("nchw_3x3_same", {2, 8, 7, 9}, pool({3, 3}, {1, 1}, "same", "NCHW"));
-  add_pooling("nhwc_2x2_stride2", {8, 14, 14, 32}, pool({2, 2}, {2, 2}, "valid", "NHWC"));
+  add_pooling("nhwc_3x3_stride2_odd", {3, 11, 9, 16}, pool2d_attrs({3, 3}, {2, 2}, "valid", "NHWC"));
+  add_pooling("nchw_3x3_same", {2, 8, 7, 9}, pool2d_attrs({3, 3}, {1, 1}, "same", "NCHW"));
+  add_pooling("nhwc_2x2_stride2", {8, 14, 14, 32}, pool2d_attrs({2, 2}, {2, 2}, "valid", "NHWC"));
 
   struct Norm {
     const char* name;

@@ -45,49 +45,32 @@ constexpr size_t kMaxWorkspace = size_t{512} << 20;
 
 enum class Direction { kForward, kBackwardData, kBackwardFilter };
 
-class ConvolutionDescriptor {
- public:
+struct ConvolutionDescriptor : Descriptor<cudnnConvolutionDescriptor_t, &CudnnApi::cudnnCreateConvolutionDescriptor,
+                                          &CudnnApi::cudnnDestroyConvolutionDescriptor> {
   explicit ConvolutionDescriptor(const ConvProblem& p) {
-    NIMBUS_CUDNN_CHECK(cudnn().cudnnCreateConvolutionDescriptor(&descriptor_));
     NIMBUS_CUDNN_CHECK(cudnn().cudnnSetConvolution2dDescriptor(
-        descriptor_, static_cast<int>(p.pad[0]), static_cast<int>(p.pad[1]), static_cast<int>(p.stride[0]),
+        get(), static_cast<int>(p.pad[0]), static_cast<int>(p.pad[1]), static_cast<int>(p.stride[0]),
         static_cast<int>(p.stride[1]), static_cast<int>(p.dilation[0]), static_cast<int>(p.dilation[1]),
         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    NIMBUS_CUDNN_CHECK(cudnn().cudnnSetConvolutionGroupCount(descriptor_, static_cast<int>(p.groups)));
+    NIMBUS_CUDNN_CHECK(cudnn().cudnnSetConvolutionGroupCount(get(), static_cast<int>(p.groups)));
     set_math(requested_math(p));
   }
-  ~ConvolutionDescriptor() { cudnn().cudnnDestroyConvolutionDescriptor(descriptor_); }
-  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
-  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
 
-  void set_math(cudnnMathType_t math) { NIMBUS_CUDNN_CHECK(cudnn().cudnnSetConvolutionMathType(descriptor_, math)); }
-  cudnnConvolutionDescriptor_t get() const { return descriptor_; }
+  void set_math(cudnnMathType_t math) { NIMBUS_CUDNN_CHECK(cudnn().cudnnSetConvolutionMathType(get(), math)); }
 
   // bf16 / f16 on Tensor Cores; f32 on FMA units unless TF32 is allowed (CUDNN_DEFAULT_MATH permits TF32 on Ampere+).
   static cudnnMathType_t requested_math(const ConvProblem& p) {
     if (p.dtype != DType::kF32) return CUDNN_TENSOR_OP_MATH;
     return p.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   }
-
- private:
-  cudnnConvolutionDescriptor_t descriptor_ = nullptr;
 };
 
 // ReLU for cudnnConvolutionBiasActivationForward.
-class ReluDescriptor {
- public:
+struct ReluDescriptor : Descriptor<cudnnActivationDescriptor_t, &CudnnApi::cudnnCreateActivationDescriptor,
+                                   &CudnnApi::cudnnDestroyActivationDescriptor> {
   ReluDescriptor() {
-    NIMBUS_CUDNN_CHECK(cudnn().cudnnCreateActivationDescriptor(&descriptor_));
-    NIMBUS_CUDNN_CHECK(
-        cudnn().cudnnSetActivationDescriptor(descriptor_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    NIMBUS_CUDNN_CHECK(cudnn().cudnnSetActivationDescriptor(get(), CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   }
-  ~ReluDescriptor() { cudnn().cudnnDestroyActivationDescriptor(descriptor_); }
-  ReluDescriptor(const ReluDescriptor&) = delete;
-  ReluDescriptor& operator=(const ReluDescriptor&) = delete;
-  cudnnActivationDescriptor_t get() const { return descriptor_; }
-
- private:
-  cudnnActivationDescriptor_t descriptor_ = nullptr;
 };
 
 // The descriptors of one call.

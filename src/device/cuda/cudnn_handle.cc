@@ -47,20 +47,16 @@ int to_int(int64_t value) { return static_cast<int>(value); }  // the geometry k
 }  // namespace
 
 TensorDescriptor::TensorDescriptor(const Dims4& nchw, DType dtype, bool channels_last) {
-  NIMBUS_CUDNN_CHECK(cudnn().cudnnCreateTensorDescriptor(&descriptor_));
-  NIMBUS_CUDNN_CHECK(cudnn().cudnnSetTensor4dDescriptor(descriptor_, format(channels_last), cudnn_type(dtype),
+  NIMBUS_CUDNN_CHECK(cudnn().cudnnSetTensor4dDescriptor(get(), format(channels_last), cudnn_type(dtype),
                                                         to_int(nchw[0]), to_int(nchw[1]), to_int(nchw[2]),
                                                         to_int(nchw[3])));
 }
-TensorDescriptor::~TensorDescriptor() { cudnn().cudnnDestroyTensorDescriptor(descriptor_); }
 
 FilterDescriptor::FilterDescriptor(const Dims4& kcrs, DType dtype, bool channels_last) {
-  NIMBUS_CUDNN_CHECK(cudnn().cudnnCreateFilterDescriptor(&descriptor_));
-  NIMBUS_CUDNN_CHECK(cudnn().cudnnSetFilter4dDescriptor(descriptor_, cudnn_type(dtype), format(channels_last),
+  NIMBUS_CUDNN_CHECK(cudnn().cudnnSetFilter4dDescriptor(get(), cudnn_type(dtype), format(channels_last),
                                                         to_int(kcrs[0]), to_int(kcrs[1]), to_int(kcrs[2]),
                                                         to_int(kcrs[3])));
 }
-FilterDescriptor::~FilterDescriptor() { cudnn().cudnnDestroyFilterDescriptor(descriptor_); }
 
 Scratch::Scratch(CudaStream& stream, size_t bytes) : device_(stream.device().index), bytes_(bytes) {
   if (bytes_ > 0) data_ = backend(DeviceType::kCUDA).allocator(device_).allocate(bytes_);

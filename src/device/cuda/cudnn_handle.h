@@ -16,8 +16,10 @@
 
 #include "nimbus/base/dtype.h"
 #include "nimbus/ops/op_schema.h"
+#include "src/device/cuda/cuda_check.h"
 #include "src/device/cuda/cuda_stream.h"
 #include "src/device/cuda/cudnn_problem.h"
+#include "src/device/cuda/lazy_libraries.h"
 
 namespace nimbus::cuda {
 
@@ -34,30 +36,30 @@ inline constexpr float kOne = 1.0f, kZero = 0.0f;
 // CUDNN_DATA_FLOAT, _HALF or _BFLOAT16.
 cudnnDataType_t cudnn_type(DType dtype);
 
-// An image batch (n, c, h, w stored NHWC or NCHW).
-class TensorDescriptor {
+// Owns one cuDNN descriptor, made by the API's `Create` and destroyed by its `Destroy` (members of CudnnApi).
+template <typename Handle, auto Create, auto Destroy>
+class Descriptor {
  public:
-  TensorDescriptor(const Dims4& nchw, DType dtype, bool channels_last);
-  ~TensorDescriptor();
-  TensorDescriptor(const TensorDescriptor&) = delete;
-  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  cudnnTensorDescriptor_t get() const { return descriptor_; }
+  Descriptor() { NIMBUS_CUDNN_CHECK((cudnn().*Create)(&descriptor_)); }
+  ~Descriptor() { (cudnn().*Destroy)(descriptor_); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  Handle get() const { return descriptor_; }
 
  private:
-  cudnnTensorDescriptor_t descriptor_ = nullptr;
+  Handle descriptor_ = nullptr;
+};
+
+// An image batch (n, c, h, w stored NHWC or NCHW).
+struct TensorDescriptor : Descriptor<cudnnTensorDescriptor_t, &CudnnApi::cudnnCreateTensorDescriptor,
+                                     &CudnnApi::cudnnDestroyTensorDescriptor> {
+  TensorDescriptor(const Dims4& nchw, DType dtype, bool channels_last);
 };
 
 // A filter (k, c / groups, r, s), stored KRSC (channels_last) or KCRS.
-class FilterDescriptor {
- public:
+struct FilterDescriptor : Descriptor<cudnnFilterDescriptor_t, &CudnnApi::cudnnCreateFilterDescriptor,
+                                     &CudnnApi::cudnnDestroyFilterDescriptor> {
   FilterDescriptor(const Dims4& kcrs, DType dtype, bool channels_last);
-  ~FilterDescriptor();
-  FilterDescriptor(const FilterDescriptor&) = delete;
-  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
-  cudnnFilterDescriptor_t get() const { return descriptor_; }
-
- private:
-  cudnnFilterDescriptor_t descriptor_ = nullptr;
 };
 
 // A device buffer from the BFC allocator for one enqueue (a workspace, a transposed filter).

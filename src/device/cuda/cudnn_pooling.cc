@@ -31,22 +31,14 @@ namespace {
 
 using internal::Pool2dGeometry;
 
-class PoolingDescriptor {
- public:
+struct PoolingDescriptor : Descriptor<cudnnPoolingDescriptor_t, &CudnnApi::cudnnCreatePoolingDescriptor,
+                                      &CudnnApi::cudnnDestroyPoolingDescriptor> {
   PoolingDescriptor(const PoolProblem& p, cudnnPoolingMode_t mode) {
-    NIMBUS_CUDNN_CHECK(cudnn().cudnnCreatePoolingDescriptor(&descriptor_));
     NIMBUS_CUDNN_CHECK(cudnn().cudnnSetPooling2dDescriptor(
-        descriptor_, mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(p.window[0]), static_cast<int>(p.window[1]),
+        get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(p.window[0]), static_cast<int>(p.window[1]),
         static_cast<int>(p.pad[0]), static_cast<int>(p.pad[1]), static_cast<int>(p.stride[0]),
         static_cast<int>(p.stride[1])));
   }
-  ~PoolingDescriptor() { cudnn().cudnnDestroyPoolingDescriptor(descriptor_); }
-  PoolingDescriptor(const PoolingDescriptor&) = delete;
-  PoolingDescriptor& operator=(const PoolingDescriptor&) = delete;
-  cudnnPoolingDescriptor_t get() const { return descriptor_; }
-
- private:
-  cudnnPoolingDescriptor_t descriptor_ = nullptr;
 };
 
 // The descriptors of one call.
