@@ -199,24 +199,55 @@ const void* cudnn_filter(const ConvProblem& p, const Tensor& filter, Scratch& sc
   return scratch.get();
 }
 
+// Each op's geometry, from its inputs and attributes.
+Conv2dGeometry forward_geometry(const KernelContext& ctx) {
+  return Conv2dGeometry(ctx.inputs[0].shape(), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
+}
+Conv2dGeometry backward_input_geometry(const KernelContext& ctx) {
+  return Conv2dGeometry(ctx.attrs.get_shape("input_shape"), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
+}
+Conv2dGeometry backward_filter_geometry(const KernelContext& ctx) {
+  return Conv2dGeometry(ctx.inputs[1].shape(), ctx.attrs.get_shape("filter_shape"), ctx.attrs, ctx.op.name);
+}
+
+// The call's geometry has a cuDNN problem: symmetric padding and no empty image batch.
+template <Conv2dGeometry (*geometry)(const KernelContext&)>
+bool supports(const KernelContext& ctx) {
+  return problem_for(geometry(ctx), ctx.inputs[0].dtype()).has_value();
+}
+
+// What one call needs: its problem, stream, handle, descriptors, cached algorithm and workspace.
+struct ConvCall {
+  ConvCall(KernelContext& ctx, const Conv2dGeometry& g, Direction direction)
+      : p(*problem_for(g, ctx.inputs[0].dtype())),
+        stream(cuda_stream(ctx.stream)),
+        handle(cudnn_handle(stream)),
+        d(p),
+        algorithm(algorithm_for(direction, p, stream, handle, d)),
+        workspace(stream, algorithm.workspace) {
+    d.convolution.set_math(algorithm.math);
+  }
+  const ConvProblem p;
+  CudaStream& stream;
+  const cudnnHandle_t handle;
+  ConvDescriptors d;
+  const Algorithm algorithm;
+  Scratch workspace;
+};
+
 // y = conv2d(x, filter) [+ bias, then ReLU when `relu`]; fused_conv2d gives the bias.
 void forward(KernelContext& ctx, const Tensor* bias, bool relu) {
-  const Conv2dGeometry g(ctx.inputs[0].shape(), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
-  const ConvProblem p = *problem_for(g, ctx.inputs[0].dtype());
-  CudaStream& stream = cuda_stream(ctx.stream);
-  const cudnnHandle_t handle = cudnn_handle(stream);
-  ConvDescriptors d(p);
-  const Algorithm algorithm = algorithm_for(Direction::kForward, p, stream, handle, d);
-  d.convolution.set_math(algorithm.math);
-  Scratch filter_scratch(stream, p.channels_last ? ctx.inputs[1].nbytes() : 0);
-  const void* filter = cudnn_filter(p, ctx.inputs[1], filter_scratch, stream);
-  Scratch workspace(stream, algorithm.workspace);
+  ConvCall call(ctx, forward_geometry(ctx), Direction::kForward);
+  const ConvProblem& p = call.p;
+  ConvDescriptors& d = call.d;
+  Scratch filter_scratch(call.stream, p.channels_last ? ctx.inputs[1].nbytes() : 0);
+  const void* filter = cudnn_filter(p, ctx.inputs[1], filter_scratch, call.stream);
   void* y = ctx.outputs[0].raw_data();
-  const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(algorithm.algo);
+  const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(call.algorithm.algo);
   if (bias == nullptr || !relu) {
-    NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionForward(handle, &kOne, d.x.get(), ctx.inputs[0].raw_data(),
-                                                       d.filter.get(), filter, d.convolution.get(), algo,
-                                                       workspace.get(), workspace.bytes(), &kZero, d.y.get(), y));
+    NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionForward(
+        call.handle, &kOne, d.x.get(), ctx.inputs[0].raw_data(), d.filter.get(), filter, d.convolution.get(), algo,
+        call.workspace.get(), call.workspace.bytes(), &kZero, d.y.get(), y));
   }
   if (bias != nullptr) {
     const TensorDescriptor bias_descriptor({1, p.y[1], 1, 1}, p.dtype, false);
@@ -224,92 +255,68 @@ void forward(KernelContext& ctx, const Tensor* bias, bool relu) {
       // One pass: relu(conv + 0 * z + bias), z = y (cuDNN's API needs a z; PyTorch passes its output the same way).
       const ReluDescriptor activation;
       NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionBiasActivationForward(
-          handle, &kOne, d.x.get(), ctx.inputs[0].raw_data(), d.filter.get(), filter, d.convolution.get(), algo,
-          workspace.get(), workspace.bytes(), &kZero, d.y.get(), y, bias_descriptor.get(), bias->raw_data(),
+          call.handle, &kOne, d.x.get(), ctx.inputs[0].raw_data(), d.filter.get(), filter, d.convolution.get(), algo,
+          call.workspace.get(), call.workspace.bytes(), &kZero, d.y.get(), y, bias_descriptor.get(), bias->raw_data(),
           activation.get(), d.y.get(), y));
     } else {
       // The fused call's identity activation takes one algorithm only; an added bias keeps the heuristics' choice.
       NIMBUS_CUDNN_CHECK(
-          cudnn().cudnnAddTensor(handle, &kOne, bias_descriptor.get(), bias->raw_data(), &kOne, d.y.get(), y));
+          cudnn().cudnnAddTensor(call.handle, &kOne, bias_descriptor.get(), bias->raw_data(), &kOne, d.y.get(), y));
     }
   }
-  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
+  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), call.stream);
 }
 
 void backward_input(KernelContext& ctx) {
-  const Conv2dGeometry g(ctx.attrs.get_shape("input_shape"), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
-  const ConvProblem p = *problem_for(g, ctx.inputs[0].dtype());
-  CudaStream& stream = cuda_stream(ctx.stream);
-  const cudnnHandle_t handle = cudnn_handle(stream);
-  ConvDescriptors d(p);
-  const Algorithm algorithm = algorithm_for(Direction::kBackwardData, p, stream, handle, d);
-  d.convolution.set_math(algorithm.math);
-  Scratch filter_scratch(stream, p.channels_last ? ctx.inputs[1].nbytes() : 0);
-  const void* filter = cudnn_filter(p, ctx.inputs[1], filter_scratch, stream);
-  Scratch workspace(stream, algorithm.workspace);
+  ConvCall call(ctx, backward_input_geometry(ctx), Direction::kBackwardData);
+  Scratch filter_scratch(call.stream, call.p.channels_last ? ctx.inputs[1].nbytes() : 0);
+  const void* filter = cudnn_filter(call.p, ctx.inputs[1], filter_scratch, call.stream);
   NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionBackwardData(
-      handle, &kOne, d.filter.get(), filter, d.y.get(), ctx.inputs[0].raw_data(), d.convolution.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm.algo), workspace.get(), workspace.bytes(), &kZero, d.x.get(),
-      ctx.outputs[0].raw_data()));
-  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
+      call.handle, &kOne, call.d.filter.get(), filter, call.d.y.get(), ctx.inputs[0].raw_data(),
+      call.d.convolution.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(call.algorithm.algo), call.workspace.get(),
+      call.workspace.bytes(), &kZero, call.d.x.get(), ctx.outputs[0].raw_data()));
+  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), call.stream);
 }
 
 void backward_filter(KernelContext& ctx) {
-  const Conv2dGeometry g(ctx.inputs[1].shape(), ctx.attrs.get_shape("filter_shape"), ctx.attrs, ctx.op.name);
-  const ConvProblem p = *problem_for(g, ctx.inputs[0].dtype());
-  CudaStream& stream = cuda_stream(ctx.stream);
-  const cudnnHandle_t handle = cudnn_handle(stream);
-  ConvDescriptors d(p);
-  const Algorithm algorithm = algorithm_for(Direction::kBackwardFilter, p, stream, handle, d);
-  d.convolution.set_math(algorithm.math);
+  ConvCall call(ctx, backward_filter_geometry(ctx), Direction::kBackwardFilter);
+  const ConvProblem& p = call.p;
   // NHWC: cuDNN writes its (F, KH * KW * C / groups) filter gradient to scratch, transposed into ours after.
-  Scratch filter_scratch(stream, p.channels_last ? ctx.outputs[0].nbytes() : 0);
+  Scratch filter_scratch(call.stream, p.channels_last ? ctx.outputs[0].nbytes() : 0);
   void* grad_filter = p.channels_last ? filter_scratch.get() : ctx.outputs[0].raw_data();
-  Scratch workspace(stream, algorithm.workspace);
   NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionBackwardFilter(
-      handle, &kOne, d.x.get(), ctx.inputs[1].raw_data(), d.y.get(), ctx.inputs[0].raw_data(), d.convolution.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm.algo), workspace.get(), workspace.bytes(), &kZero,
-      d.filter.get(), grad_filter));
+      call.handle, &kOne, call.d.x.get(), ctx.inputs[1].raw_data(), call.d.y.get(), ctx.inputs[0].raw_data(),
+      call.d.convolution.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(call.algorithm.algo), call.workspace.get(),
+      call.workspace.bytes(), &kZero, call.d.filter.get(), grad_filter));
   if (p.channels_last) {
     const FilterTranspose t = filter_transpose(p);
     NIMBUS_CUDA_CHECK(kernels::transpose_matrix(grad_filter, ctx.outputs[0].raw_data(), t.filters, t.taps,
-                                                static_cast<int>(dtype_size(p.dtype)), sms(stream), stream.handle()));
+                                                static_cast<int>(dtype_size(p.dtype)), sms(call.stream),
+                                                call.stream.handle()));
   }
-  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
-}
-
-// The call's geometry has a cuDNN problem: symmetric padding and no empty image batch.
-bool supports_forward(const KernelContext& ctx) {
-  const Conv2dGeometry g(ctx.inputs[0].shape(), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
-  return problem_for(g, ctx.inputs[0].dtype()).has_value();
-}
-bool supports_backward_input(const KernelContext& ctx) {
-  const Conv2dGeometry g(ctx.attrs.get_shape("input_shape"), ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
-  return problem_for(g, ctx.inputs[0].dtype()).has_value();
-}
-bool supports_backward_filter(const KernelContext& ctx) {
-  const Conv2dGeometry g(ctx.inputs[1].shape(), ctx.attrs.get_shape("filter_shape"), ctx.attrs, ctx.op.name);
-  return problem_for(g, ctx.inputs[0].dtype()).has_value();
+  NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), call.stream);
 }
 
 const std::vector<DType> kConvDTypes = {DType::kF32, DType::kBF16, DType::kF16};
 
 const bool kRegistered = [] {
-  register_kernel("conv2d",
-                  cudnn_kernel(
-                      kConvDTypes, [](KernelContext& ctx) { forward(ctx, nullptr, false); }, supports_forward));
-  register_kernel("conv2d_backward_input", cudnn_kernel(kConvDTypes, backward_input, supports_backward_input));
-  register_kernel("conv2d_backward_filter", cudnn_kernel(kConvDTypes, backward_filter, supports_backward_filter));
+  register_kernel(
+      "conv2d", cudnn_kernel(
+                    kConvDTypes, [](KernelContext& ctx) { forward(ctx, nullptr, false); }, supports<forward_geometry>));
+  register_kernel("conv2d_backward_input",
+                  cudnn_kernel(kConvDTypes, backward_input, supports<backward_input_geometry>));
+  register_kernel("conv2d_backward_filter",
+                  cudnn_kernel(kConvDTypes, backward_filter, supports<backward_filter_geometry>));
   // Bias alone, or bias + ReLU (cuDNN's fused convolution-bias-activation); f32, as the direct kernel.
-  register_kernel("fused_conv2d", cudnn_kernel(
-                                      {DType::kF32},
-                                      [](KernelContext& ctx) {
-                                        forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu");
-                                      },
-                                      [](const KernelContext& ctx) {
-                                        const std::string& activation = ctx.attrs.get_string("activation");
-                                        return (activation == "none" || activation == "relu") && supports_forward(ctx);
-                                      }));
+  register_kernel(
+      "fused_conv2d",
+      cudnn_kernel(
+          {DType::kF32},
+          [](KernelContext& ctx) { forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu"); },
+          [](const KernelContext& ctx) {
+            const std::string& activation = ctx.attrs.get_string("activation");
+            return (activation == "none" || activation == "relu") && supports<forward_geometry>(ctx);
+          }));
   return true;
 }();
 
