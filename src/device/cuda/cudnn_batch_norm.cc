@@ -5,10 +5,11 @@
 // x of any rank becomes a 4-D cuDNN tensor: channels last as NHWC
 // (dim 0, C, the axes between, 1), channels first as NCHW (dim 0, C, the
 // axes after, 1). Where our ops and cuDNN differ:
-// - training returns the biased batch variance; cuDNN's running variance with
-//   an averaging factor of 1 is the unbiased one, scaled by (M - 1) / M after
-//   (M elements per channel). The running outputs are zeroed first, since
-//   cuDNN blends them with their old contents (times 0, and 0 * NaN is NaN).
+// - training returns the batch mean and biased variance: cuDNN saves the mean
+//   (written straight into our output) and 1 / sqrt(variance + eps), turned
+//   back into the variance by a small kernel (in double: the error stays near
+//   f32's rounding). cuDNN's running averages are not asked for: the layer
+//   updates its moving statistics with ops.
 // - backward takes (mean, variance) as inputs; cuDNN takes the mean and
 //   1 / sqrt(variance + eps), computed into scratch by a small kernel.
 // bf16 / f16 batch norm would need f32 statistics and parameters (cuDNN's
@@ -40,8 +41,6 @@ struct NormShape {
     }
     nchw = {shape[0], shape[channel_axis], between, 1};
   }
-  int64_t per_channel() const { return nchw[0] * nchw[2]; }  // M: the elements each statistic covers
-
   bool channels_last;
   Dims4 nchw;
 };
@@ -60,16 +59,16 @@ void training(KernelContext& ctx) {
   const NormShape s(ctx.inputs[0].shape(), ctx.attrs, ctx.op.name);
   CudaStream& stream = cuda_stream(ctx.stream);
   const NormDescriptors d(s);
-  Tensor &mean = ctx.outputs[1], &variance = ctx.outputs[2];
-  NIMBUS_CUDA_CHECK(cudaMemsetAsync(data(mean), 0, mean.nbytes(), stream.handle()));
-  NIMBUS_CUDA_CHECK(cudaMemsetAsync(data(variance), 0, variance.nbytes(), stream.handle()));
+  const double epsilon = ctx.attrs.get_float("epsilon");
+  Tensor& variance = ctx.outputs[2];
+  Scratch inverse_std(stream, variance.nbytes());
   NIMBUS_CUDNN_CHECK(cudnn().cudnnBatchNormalizationForwardTraining(
       cudnn_handle(stream), kMode, &kOne, &kZero, d.x.get(), data(ctx.inputs[0]), d.x.get(), data(ctx.outputs[0]),
-      d.channel.get(), data(ctx.inputs[1]), data(ctx.inputs[2]), 1.0, data(mean), data(variance),
-      ctx.attrs.get_float("epsilon"), nullptr, nullptr));
-  const double m = static_cast<double>(s.per_channel());
-  NIMBUS_CUDA_CHECK(kernels::scale_in_place(static_cast<float*>(data(variance)), variance.numel(),
-                                            static_cast<float>((m - 1) / m), stream.handle()));
+      d.channel.get(), data(ctx.inputs[1]), data(ctx.inputs[2]), 1.0, nullptr, nullptr, epsilon, data(ctx.outputs[1]),
+      inverse_std.get()));
+  NIMBUS_CUDA_CHECK(kernels::variance_from_inverse_std(static_cast<const float*>(inverse_std.get()),
+                                                       static_cast<float*>(data(variance)), variance.numel(), epsilon,
+                                                       stream.handle()));
   NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
 }
 
@@ -104,10 +103,7 @@ void backward(KernelContext& ctx) {
 }
 
 const bool kRegistered = [] {
-  register_kernel("batch_norm_training", cudnn_kernel({DType::kF32}, training, [](const KernelContext& ctx) {
-                    // cuDNN's unbiased variance needs two or more elements per channel.
-                    return NormShape(ctx.inputs[0].shape(), ctx.attrs, ctx.op.name).per_channel() > 1;
-                  }));
+  register_kernel("batch_norm_training", cudnn_kernel({DType::kF32}, training, nullptr));
   register_kernel("batch_norm_inference", cudnn_kernel({DType::kF32}, inference, nullptr));
   register_kernel("batch_norm_backward", cudnn_kernel({DType::kF32}, backward, nullptr));
   return true;

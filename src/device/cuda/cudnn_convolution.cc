@@ -14,7 +14,8 @@
 //   matches the CPU within 1e-5.
 // - Workspace and scratch come from the device's BFC allocator.
 // - Cases cuDNN cannot express (asymmetric "same" padding, an empty batch)
-//   are turned away by supports(), so the direct kernels of window_ops.cc run.
+//   or has no algorithm for are turned away by supports(), so the direct
+//   kernels of window_ops.cc run (f32).
 #include <fmt/format.h>
 
 #include <functional>
@@ -158,26 +159,28 @@ const char* direction_name(Direction direction) {
   }
 }
 
-// The cached algorithm for (direction, device, problem); the heuristics run on the first call only.
-Algorithm algorithm_for(Direction direction, const ConvProblem& p, CudaStream& stream, cudnnHandle_t handle,
-                        const ConvDescriptors& d) {
+// The heuristics' choice for (direction, device, problem), nullopt when cuDNN has none; asked on the first call only.
+std::optional<Algorithm> cached_algorithm(Direction direction, const ConvProblem& p, CudaStream& stream) {
   using Key = std::tuple<Direction, int, ConvProblem>;
   static std::mutex mutex;
-  static std::map<Key, Algorithm> cache;
+  static std::map<Key, std::optional<Algorithm>> cache;
   const Key key{direction, stream.device().index, p};
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const std::optional<Algorithm> chosen = ask_heuristics(direction, p, handle, d);
-  if (!chosen) {
-    throw InternalError(
-        fmt::format("cuDNN has no {} convolution algorithm for x {}x{}x{}x{} (n, c, h, w; {}), filter {}x{}x{}x{}, "
-                    "groups {}, dtype {}{}",
-                    direction_name(direction), p.x[0], p.x[1], p.x[2], p.x[3], p.channels_last ? "NHWC" : "NCHW",
-                    p.filter[0], p.filter[1], p.filter[2], p.filter[3], p.groups, dtype_name(p.dtype),
-                    p.dtype == DType::kF32 && !p.tf32 ? " without TF32" : ""),
-        "try the other data_format, or f32 with runtime.allow_tf32; report the shape");
-  }
-  return cache.emplace(key, *chosen).first->second;
+  const ConvDescriptors d(p);
+  return cache.emplace(key, ask_heuristics(direction, p, cudnn_handle(stream), d)).first->second;
+}
+
+// The cached algorithm, which supports() made sure of.
+Algorithm algorithm_for(Direction direction, const ConvProblem& p, CudaStream& stream) {
+  if (std::optional<Algorithm> chosen = cached_algorithm(direction, p, stream)) return *chosen;
+  throw InternalError(
+      fmt::format("cuDNN has no {} convolution algorithm for x {}x{}x{}x{} (n, c, h, w; {}), filter {}x{}x{}x{}, "
+                  "groups {}, dtype {}{}",
+                  direction_name(direction), p.x[0], p.x[1], p.x[2], p.x[3], p.channels_last ? "NHWC" : "NCHW",
+                  p.filter[0], p.filter[1], p.filter[2], p.filter[3], p.groups, dtype_name(p.dtype),
+                  p.dtype == DType::kF32 && !p.tf32 ? " without TF32" : ""),
+      "try the other data_format, or f32 with runtime.allow_tf32; report the shape");
 }
 
 // The call's cuDNN problem, or nullopt for what the direct kernels serve (asymmetric padding, no images).
@@ -210,10 +213,12 @@ Conv2dGeometry backward_filter_geometry(const KernelContext& ctx) {
   return Conv2dGeometry(ctx.inputs[1].shape(), ctx.attrs.get_shape("filter_shape"), ctx.attrs, ctx.op.name);
 }
 
-// The call's geometry has a cuDNN problem: symmetric padding and no empty image batch.
-template <Conv2dGeometry (*geometry)(const KernelContext&)>
+// The call's geometry has a cuDNN problem (symmetric padding, no empty image batch) and cuDNN an algorithm for
+// it; otherwise the direct kernels serve it (f32), or no CUDA kernel does.
+template <Conv2dGeometry (*geometry)(const KernelContext&), Direction direction>
 bool supports(const KernelContext& ctx) {
-  return problem_for(geometry(ctx), ctx.inputs[0].dtype()).has_value();
+  const std::optional<ConvProblem> problem = problem_for(geometry(ctx), ctx.inputs[0].dtype());
+  return problem && cached_algorithm(direction, *problem, cuda_stream(ctx.stream));
 }
 
 // What one call needs: its problem, stream, handle, descriptors, cached algorithm and workspace.
@@ -223,7 +228,7 @@ struct ConvCall {
         stream(cuda_stream(ctx.stream)),
         handle(cudnn_handle(stream)),
         d(p),
-        algorithm(algorithm_for(direction, p, stream, handle, d)),
+        algorithm(algorithm_for(direction, p, stream)),
         workspace(stream, algorithm.workspace) {
     d.convolution.set_math(algorithm.math);
   }
@@ -300,23 +305,25 @@ void backward_filter(KernelContext& ctx) {
 const std::vector<DType> kConvDTypes = {DType::kF32, DType::kBF16, DType::kF16};
 
 const bool kRegistered = [] {
+  register_kernel("conv2d", cudnn_kernel(
+                                kConvDTypes, [](KernelContext& ctx) { forward(ctx, nullptr, false); },
+                                supports<forward_geometry, Direction::kForward>));
+  register_kernel("conv2d_backward_input", cudnn_kernel(kConvDTypes, backward_input,
+                                                        supports<backward_input_geometry, Direction::kBackwardData>));
   register_kernel(
-      "conv2d", cudnn_kernel(
-                    kConvDTypes, [](KernelContext& ctx) { forward(ctx, nullptr, false); }, supports<forward_geometry>));
-  register_kernel("conv2d_backward_input",
-                  cudnn_kernel(kConvDTypes, backward_input, supports<backward_input_geometry>));
-  register_kernel("conv2d_backward_filter",
-                  cudnn_kernel(kConvDTypes, backward_filter, supports<backward_filter_geometry>));
+      "conv2d_backward_filter",
+      cudnn_kernel(kConvDTypes, backward_filter, supports<backward_filter_geometry, Direction::kBackwardFilter>));
   // Bias alone, or bias + ReLU (cuDNN's fused convolution-bias-activation); f32, as the direct kernel.
-  register_kernel(
-      "fused_conv2d",
-      cudnn_kernel(
-          {DType::kF32},
-          [](KernelContext& ctx) { forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu"); },
-          [](const KernelContext& ctx) {
-            const std::string& activation = ctx.attrs.get_string("activation");
-            return (activation == "none" || activation == "relu") && supports<forward_geometry>(ctx);
-          }));
+  register_kernel("fused_conv2d", cudnn_kernel(
+                                      {DType::kF32},
+                                      [](KernelContext& ctx) {
+                                        forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu");
+                                      },
+                                      [](const KernelContext& ctx) {
+                                        const std::string& activation = ctx.attrs.get_string("activation");
+                                        return (activation == "none" || activation == "relu") &&
+                                               supports<forward_geometry, Direction::kForward>(ctx);
+                                      }));
   return true;
 }();
 

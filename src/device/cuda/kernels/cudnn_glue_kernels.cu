@@ -18,9 +18,11 @@ __global__ void transpose_kernel(const Word* __restrict__ in, Word* __restrict__
   }
 }
 
-__global__ void scale_kernel(float* values, int64_t n, float factor) {
+__global__ void variance_kernel(const float* __restrict__ inverse_std, float* __restrict__ variance, int64_t n,
+                                double epsilon) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    values[i] *= factor;
+    const double r = inverse_std[i];
+    variance[i] = static_cast<float>(fmax(1.0 / (r * r) - epsilon, 0.0));
   }
 }
 
@@ -49,8 +51,9 @@ cudaError_t transpose_matrix(const void* in, void* out, int64_t rows, int64_t co
   return cudaGetLastError();
 }
 
-cudaError_t scale_in_place(float* values, int64_t n, float factor, cudaStream_t stream) {
-  scale_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(values, n, factor);
+cudaError_t variance_from_inverse_std(const float* inverse_std, float* variance, int64_t n, double epsilon,
+                                      cudaStream_t stream) {
+  variance_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(inverse_std, variance, n, epsilon);
   return cudaGetLastError();
 }
 

@@ -15,8 +15,10 @@ namespace nimbus::cuda::kernels {
 cudaError_t transpose_matrix(const void* in, void* out, int64_t rows, int64_t cols, int element_size, int sms,
                              cudaStream_t stream);
 
-// values[i] *= factor: cuDNN's unbiased batch variance to the biased one batch_norm_training returns.
-cudaError_t scale_in_place(float* values, int64_t n, float factor, cudaStream_t stream);
+// variance[i] = max(1 / inverse_std[i]^2 - epsilon, 0), in double: the biased batch variance
+// batch_norm_training returns, from the 1 / sqrt(variance + eps) cuDNN saves.
+cudaError_t variance_from_inverse_std(const float* inverse_std, float* variance, int64_t n, double epsilon,
+                                      cudaStream_t stream);
 
 // inverse_std[i] = 1 / sqrt(variance[i] + epsilon), in double like the reference: what cuDNN's
 // batch-norm backward takes with the mean, from the op's variance input.
