@@ -49,9 +49,12 @@ find_package(CUDAToolkit REQUIRED)
 # machines: -DNIMBUS_CUDNN_ROOT=<site-packages>/nvidia/cudnn.
 set(NIMBUS_CUDNN_ROOT "" CACHE PATH "A cuDNN folder with include/ and lib/ (empty: the toolkit's)")
 find_path(NIMBUS_CUDNN_INCLUDE_DIR cudnn.h HINTS ${NIMBUS_CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
-find_library(NIMBUS_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${NIMBUS_CUDNN_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
-             REQUIRED)
+# NAMES_PER_DIR: pip's folder (libcudnn.so.9 alone, no libcudnn.so) wins over a toolkit that has cuDNN too.
+find_library(NIMBUS_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
+             HINTS ${NIMBUS_CUDNN_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+# Headers only: libnimbus loads cuDNN on first use (src/device/cuda/lazy_libraries.h), from this folder
+# when the loader's search path does not have it.
 add_library(nimbus_cudnn INTERFACE)
 target_include_directories(nimbus_cudnn INTERFACE ${NIMBUS_CUDNN_INCLUDE_DIR})
-target_link_libraries(nimbus_cudnn INTERFACE ${NIMBUS_CUDNN_LIBRARY})
+get_filename_component(NIMBUS_CUDNN_LIBRARY_DIR "${NIMBUS_CUDNN_LIBRARY}" DIRECTORY)
 message(STATUS "CUDA backend: on (CUDA ${CUDAToolkit_VERSION}, architectures ${NIMBUS_CUDA_ARCHS}, cuDNN ${NIMBUS_CUDNN_LIBRARY})")

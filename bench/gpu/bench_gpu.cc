@@ -1,11 +1,10 @@
 // GPU figures for docs/performance.md, printed as Markdown table rows
 // (bench/gpu/run.sh adds the header): GEMM TFLOP/s through cuBLASLt (f32, bf16,
 // f16; tf32 instead of f32 when NIMBUS_CUDA_TF32=1, which prints that row alone), an elementwise add's GB/s against the
-// device-to-device copy rate, a fused elementwise chain with NVRTC fusion on
-// and off, and the MLP and CNN training steps (tests/support/step_models.h)
-// traced into graph mode, in samples/s with fusion off and on. Without a GPU
-// it says why and exits 2. NIMBUS_BENCH_OPS=1 (with NIMBUS_CUDA_SYNC=1) also
-// prints each training step's time by op on stderr.
+// device-to-device copy rate, a 3x3 convolution and its backward ops through cuDNN (f32, bf16), a fused elementwise
+// chain with NVRTC fusion on and off, and the MLP and CNN training steps (tests/support/step_models.h) traced into
+// graph mode, in samples/s with fusion off and on. Without a GPU it says why and exits 2. NIMBUS_BENCH_OPS=1 (with
+// NIMBUS_CUDA_SYNC=1) also prints each training step's time by op on stderr.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -50,6 +49,24 @@ void gemm(int64_t n, DType dtype) {
   const std::string type = allowed ? "tf32" : std::string(dtype_name(dtype));
   row("GEMM " + std::to_string(n) + "³ " + type + " (cuBLASLt)", 2.0 * n * n * n / s / 1e12, "TFLOP/s",
       "PyTorch's row of the same size and type");
+}
+
+// A ResNet-style 3x3 convolution (64 -> 64 channels, 56x56, batch 64, NHWC, "same") through cuDNN:
+// forward, then both backward ops, in TFLOP/s of the 2 * N * OH * OW * F * C * 3 * 3 each does.
+void convolution(DType dtype) {
+  const Tensor x = cast(random_normal({64, 56, 56, 64}), dtype).to(Device::cuda());
+  const Tensor filter = cast(random_normal({3, 3, 64, 64}), dtype).to(Device::cuda());
+  const Conv2dOptions same{.padding = "same"};
+  const Tensor y = conv2d(x, filter, same);
+  const double flops = 2.0 * 64 * 56 * 56 * 64 * 64 * 9;
+  const std::string type(dtype_name(dtype));
+  const double forward = seconds_per_call([&] { (void)conv2d(x, filter, same); }, 20);
+  row("conv2d 3x3 64->64, 56x56, batch 64, NHWC " + type + " (cuDNN)", flops / forward / 1e12, "TFLOP/s",
+      "the GEMM rows' rate of the same dtype");
+  const double grad_x = seconds_per_call([&] { (void)conv2d_backward_input(y, filter, x.shape(), same); }, 20);
+  row("conv2d_backward_input, same shape, " + type + " (cuDNN)", flops / grad_x / 1e12, "TFLOP/s", "the forward row");
+  const double grad_w = seconds_per_call([&] { (void)conv2d_backward_filter(y, x, filter.shape(), same); }, 20);
+  row("conv2d_backward_filter, same shape, " + type + " (cuDNN)", flops / grad_w / 1e12, "TFLOP/s", "the forward row");
 }
 
 void bandwidth(int64_t n) {
@@ -154,6 +171,8 @@ int main() {
   attempt("GEMM bf16", [] { gemm(4096, DType::kBF16); });
   attempt("GEMM f16", [] { gemm(4096, DType::kF16); });
   attempt("GEMM 8192 bf16", [] { gemm(8192, DType::kBF16); });
+  attempt("conv2d f32", [] { convolution(DType::kF32); });
+  attempt("conv2d bf16", [] { convolution(DType::kBF16); });
   attempt("bandwidth", [] { bandwidth(int64_t{1} << 26); });
   attempt("fusion", [] { fusion(int64_t{1} << 24); });
   failures += training(

@@ -7,6 +7,7 @@
 
 #include "nimbus/base/error.h"
 #include "src/device/cuda/cuda_check.h"
+#include "src/device/cuda/lazy_libraries.h"
 
 namespace nimbus::cuda {
 namespace {
@@ -53,8 +54,9 @@ TEST(CudaCheck, NvrtcCublasAndCudnnErrorsNameTheirLibrary) {
   EXPECT_THAT([] { NIMBUS_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED); },
               ::testing::ThrowsMessage<InternalError>(HasSubstr("cuBLAS call CUBLAS_STATUS_NOT_SUPPORTED failed with "
                                                                 "CUBLAS_STATUS_NOT_SUPPORTED")));
-  EXPECT_THAT([] { NIMBUS_CUDNN_CHECK(cudnnCreateTensorDescriptor(nullptr)); },
-              ::testing::ThrowsMessage<InternalError>(HasSubstr("cuDNN call cudnnCreateTensorDescriptor(nullptr)")));
+  EXPECT_THAT(
+      [] { NIMBUS_CUDNN_CHECK(cudnn().cudnnCreateTensorDescriptor(nullptr)); },
+      ::testing::ThrowsMessage<InternalError>(HasSubstr("cuDNN call cudnn().cudnnCreateTensorDescriptor(nullptr)")));
 }
 
 TEST(CudaCheck, SuccessThrowsNothing) {

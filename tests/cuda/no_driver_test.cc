@@ -69,6 +69,8 @@ TEST(CudaBuild, TheLibraryDoesNotLinkTheDriver) {
   // Loaded on first use (src/device/cuda/lazy_libraries.h): linking them costs every process seconds.
   EXPECT_THAT(needed, ::testing::Not(HasSubstr("libcublasLt.so"))) << needed;
   EXPECT_THAT(needed, ::testing::Not(HasSubstr("libnvrtc.so"))) << needed;
+  // cuDNN too: a machine without it (a separate download) still starts nimbus.
+  EXPECT_THAT(needed, ::testing::Not(HasSubstr("libcudnn"))) << needed;
 }
 
 }  // namespace

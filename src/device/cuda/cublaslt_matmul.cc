@@ -8,35 +8,25 @@
 //
 // Batches: both operands with the same batch shape, or one of them a plain
 // matrix shared by every batch (stride 0); other broadcasts are not served here.
-// TF32: off by default (f32 results within 1e-5 of the CPU); runtime.allow_tf32
-// or NIMBUS_CUDA_TF32=1 allows it (errors around 3e-4, eight times the f32 rate on an H200).
+// TF32: off by default (src/device/cuda/tf32.h).
 #include <cublasLt.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "nimbus/device/backend.h"
-#include "nimbus/device/runtime.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
 #include "src/device/cuda/cuda_stream.h"
 #include "src/device/cuda/lazy_libraries.h"
+#include "src/device/cuda/tf32.h"
 #include "src/ops/internal/matmul_geometry.h"
 
 namespace nimbus::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-bool tf32_allowed() {
-  static const bool by_environment = [] {
-    const char* value = std::getenv("NIMBUS_CUDA_TF32");
-    return value != nullptr && std::string(value) == "1";
-  }();
-  return by_environment || runtime_options().allow_tf32;
-}
 
 cublasLtHandle_t handle_for(int device) {
   static std::mutex mutex;

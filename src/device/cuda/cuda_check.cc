@@ -69,7 +69,7 @@ void throw_cudnn_error(cudnnStatus_t status, CallSite site) {
                          ? "cuDNN has no engine for this layout, dtype and shape (NHWC with channels a multiple of 8 "
                            "is the fast path)"
                          : "set CUDNN_LOGERR_DBG=1 and CUDNN_LOGDEST_DBG=stderr for cuDNN's own explanation";
-  throw InternalError(where("cuDNN", cudnnGetErrorString(status), site), hint);
+  throw InternalError(where("cuDNN", cudnn().cudnnGetErrorString(status), site), hint);
 }
 
 void throw_nvrtc_error(nvrtcResult status, CallSite site) {
