@@ -62,6 +62,7 @@ TEST(CudaStreamOrder, AnotherStreamNeverWritesABlockBeforeTheFreeingStreamHasRea
   void* p = allocator.allocate(MiB, compute);
   void* target = allocator.allocate(MiB, compute);
   ASSERT_EQ(cudaMemset(p, 0x5A, MiB), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the streams are non-blocking: they do not wait for it
   {
     StreamGate gate(compute);
     queue_read(compute, target, p, MiB);
@@ -92,6 +93,7 @@ TEST(CudaStreamOrder, PlainFreesOnTheDefaultStreamHoldBackAnotherStreamOnTheDevi
   void* p = allocator.allocate(MiB);
   void* target = allocator.allocate(MiB);
   ASSERT_EQ(cudaMemset(p, 0x5A, MiB), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the streams are non-blocking: they do not wait for it
   {
     StreamGate gate(compute);
     queue_read(compute, target, p, MiB);
