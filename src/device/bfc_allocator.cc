@@ -119,61 +119,100 @@ inline BfcAllocator::Region* BfcAllocator::region_of(uintptr_t address) {
 
 void* BfcAllocator::allocate(size_t bytes) {
   const MemoryTag tag = AllocationTagScope::current();
-  std::lock_guard lock(mutex_);
-  return allocate_locked(bytes, tag);
+  std::unique_lock lock(mutex_);
+  return allocate_locked(lock, bytes, tag, default_stream_);
 }
 
 void* BfcAllocator::allocate(size_t bytes, Stream& stream) {
   const MemoryTag tag = AllocationTagScope::current();
-  std::lock_guard lock(mutex_);
-  const size_t size = bytes == 0 ? kGranule : round_up(bytes, kGranule);
-  // A block this stream freed: its earlier work comes before anything enqueued on the stream now.
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    const ChunkId id = it->chunk;
-    if (it->stream != &stream || chunks_[id].size < size || chunks_[id].size > 2 * size) continue;
-    pending_.erase(it);
-    // Reused whole: the old request leaves the counters, the new one enters them.
-    Chunk& chunk = chunks_[id];
-    account_free(chunk);
-    chunk.in_use = true;
-    chunk.requested = bytes;
-    chunk.tag = tag;
-    account_allocation(chunk);
-    return reinterpret_cast<void*>(chunk.address);
-  }
-  // Blocks whose streams have passed their frees are free for every stream.
-  std::erase_if(pending_, [&](const PendingFree& pending) {
-    if (!pending.done->query()) return false;
-    free_chunk(pending.chunk);
-    return true;
-  });
-  if (!pending_.empty() && find_fit(size) == kNoChunk && !grow(size)) {
-    // Waiting for the streams costs less than failing: then every pending block is free.
-    for (const PendingFree& pending : pending_) {
-      pending.done->synchronize();
-      free_chunk(pending.chunk);
-    }
-    pending_.clear();
-  }
-  return allocate_locked(bytes, tag);
+  std::unique_lock lock(mutex_);
+  return allocate_locked(lock, bytes, tag, &stream);
 }
 
 void BfcAllocator::deallocate_on(void* ptr, size_t bytes, Stream& stream) {
   if (ptr == nullptr) return;
+  // Plain frees are on the default stream already, and need no event of their own.
+  if (&stream == default_stream_) return deallocate(ptr, bytes);
   std::shared_ptr<Event> done = stream.record();
   std::lock_guard lock(mutex_);
   pending_.push_back({.chunk = live_chunk(ptr, bytes), .stream = &stream, .done = std::move(done)});
 }
 
-void* BfcAllocator::allocate_locked(size_t bytes, MemoryTag tag) {
+void BfcAllocator::set_default_stream(Stream* stream) {
+  std::lock_guard lock(mutex_);
+  default_stream_ = stream;
+}
+
+BfcAllocator::ChunkId BfcAllocator::pending_for(const Stream& stream, size_t size) {
+  auto best = pending_.end();
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    const size_t candidate = chunks_[it->chunk].size;
+    if (it->stream != &stream || candidate < size || candidate > 2 * size) continue;
+    if (best == pending_.end() || candidate < chunks_[best->chunk].size) best = it;
+  }
+  if (best == pending_.end()) return kNoChunk;
+  const ChunkId id = best->chunk;
+  pending_.erase(best);
+  return id;
+}
+
+size_t BfcAllocator::free_completed_pending() {
+  return std::erase_if(pending_, [&](const PendingFree& pending) {
+    if (!pending.done->query()) return false;
+    free_chunk(pending.chunk);
+    return true;
+  });
+}
+
+void* BfcAllocator::allocate_locked(std::unique_lock<std::mutex>& lock, size_t bytes, MemoryTag tag, Stream* stream) {
   if (bytes > std::numeric_limits<size_t>::max() / 2) throw_out_of_memory(bytes, bytes);
   const size_t size = bytes == 0 ? kGranule : round_up(bytes, kGranule);
-  ChunkId id = find_fit(size);
-  if (id == kNoChunk) {
-    if (!grow(size)) throw_out_of_memory(bytes, size);
-    id = find_fit(size);
-    NIMBUS_ASSERT(id != kNoChunk) << "a new region of at least " << size << " bytes has no chunk that fits";
+  if (!pending_.empty()) {
+    // A block this stream freed: its earlier work comes before anything enqueued on the stream now.
+    if (const ChunkId id = stream != nullptr ? pending_for(*stream, size) : kNoChunk; id != kNoChunk) {
+      // Reused whole: the old request leaves the counters, the new one enters them.
+      Chunk& chunk = chunks_[id];
+      account_free(chunk);
+      chunk.requested = bytes;
+      chunk.tag = tag;
+      account_allocation(chunk);
+      return reinterpret_cast<void*>(chunk.address);
+    }
+    // Blocks whose streams have passed their frees are free for every stream.
+    free_completed_pending();
   }
+  ChunkId id = find_fit(size);
+  while (id == kNoChunk) {
+    if (grow(size)) {
+      id = find_fit(size);
+      NIMBUS_ASSERT(id != kNoChunk) << "a new region of at least " << size << " bytes has no chunk that fits";
+      break;
+    }
+    if (pending_.empty()) throw_out_of_memory(bytes, size);
+    // Waiting for a stream costs less than failing; the oldest free is the likeliest to be done. Other
+    // threads allocate and free meanwhile.
+    const std::shared_ptr<Event> oldest = pending_.front().done;
+    lock.unlock();
+    oldest->synchronize();
+    lock.lock();
+    std::erase_if(pending_, [&](const PendingFree& pending) {
+      if (pending.done != oldest) return false;
+      free_chunk(pending.chunk);
+      return true;
+    });
+    free_completed_pending();
+    id = find_fit(size);
+  }
+  void* ptr = take_chunk(id, bytes, size, tag);
+  // The block may have been freed on the default stream by work still queued there: this stream's
+  // work on it starts after that (a device-side wait; nothing waits on the host).
+  if (stream != nullptr && default_stream_ != nullptr && stream != default_stream_) {
+    stream->wait(*default_stream_->record());
+  }
+  return ptr;
+}
+
+void* BfcAllocator::take_chunk(ChunkId id, size_t bytes, size_t size, MemoryTag tag) {
   remove_free(id);
   if (chunks_[id].size > size) {
     // The remainder becomes a free chunk of its own; its right neighbour is in
@@ -357,6 +396,7 @@ uint64_t BfcAllocator::capacity() const {
 uint64_t BfcAllocator::trim() {
   std::lock_guard lock(mutex_);
   if (options_.mode == MemoryMode::kPreallocate) return 0;
+  free_completed_pending();
   return release_free_regions();
 }
 
@@ -497,7 +537,9 @@ void BfcAllocator::check_consistency() const {
       NIMBUS_ASSERT(chunk.size > 0 && chunk.size % kGranule == 0) << "chunk size " << chunk.size;
       NIMBUS_ASSERT(region.chunk_at[(chunk.address - region.base) / kGranule] == id) << "stale chunk_at entry";
       if (chunk.in_use) {
-        NIMBUS_ASSERT(round_up(std::max<size_t>(chunk.requested, 1), kGranule) == chunk.size)
+        // A block a stream took back from its pending frees may be up to twice its request.
+        const size_t rounded = round_up(std::max<size_t>(chunk.requested, 1), kGranule);
+        NIMBUS_ASSERT(chunk.size >= rounded && chunk.size <= 2 * rounded)
             << "block of " << chunk.size << " bytes for a request of " << chunk.requested;
         walked.bytes_in_use += chunk.requested;
         walked.bytes_in_blocks += chunk.size;
@@ -531,6 +573,10 @@ void BfcAllocator::check_consistency() const {
     }
   }
   NIMBUS_ASSERT(binned == free_chunks) << binned << " chunks in bins, " << free_chunks << " free chunks in regions";
+  for (const PendingFree& pending : pending_) {
+    NIMBUS_ASSERT(chunks_[pending.chunk].in_use)
+        << "a pending block at " << chunks_[pending.chunk].address << " is in a bin, where any stream could take it";
+  }
   const AllocatorStats& c = counters_;
   NIMBUS_ASSERT(walked.bytes_reserved == c.bytes_reserved && walked.bytes_in_use == c.bytes_in_use &&
                 walked.bytes_in_blocks == c.bytes_in_blocks && walked.live_allocations == c.live_allocations &&

@@ -273,31 +273,57 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
   return decision;
 }
 
-int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t batch, std::ostream& out) {
+int64_t inference_micro_batch(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t batch, std::ostream& out) {
   if (batch < 1 || x.rank() < 1) return batch;  // evaluate and predict report these
   batch = std::min(batch, x.dim(0));
   if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
   const auto analyze = [&](int64_t micro_batch) {
-    const TracedGraph& traced = trainer.trace_predict_step(placeholder(x, micro_batch));
-    StepAnalysis step;
-    step.micro_batch = micro_batch;
-    step.memory = graph::estimate_memory(traced.optimized, traced.plan);
-    return step;
+    const TracedGraph& traced = y.defined()
+                                    ? trainer.trace_test_step(placeholder(x, micro_batch), placeholder(y, micro_batch))
+                                    : trainer.trace_predict_step(placeholder(x, micro_batch));
+    return StepAnalysis{.micro_batch = micro_batch,
+                        .memory = graph::estimate_memory(traced.optimized, traced.plan),
+                        .cost = graph::graph_cost(traced.optimized, traced.plan)};
   };
   const StepAnalysis whole = analyze(batch);
-  const uint64_t available = memory_available_for(whole, x.device());
-  StepAnalysis step = whole;
-  while (!fits(step, available, kSafetyMargin) && step.micro_batch > 1) step = analyze(step.micro_batch / 2);
-  if (!fits(step, available, kSafetyMargin)) {
-    throw OutOfMemory(fmt::format("inference: {} ({})", needs(step, available), step.memory.to_string()),
-                      "a smaller model, or more memory (runtime.memory.limit)");
+  uint64_t available = memory_available_for(whole, x.device());
+  if (fits(whole, available, kSafetyMargin)) return batch;
+  // The steps' arenas take turns, as fit's training and validation do: what the others hold is left too.
+  trainer.release_step_memory();
+  available = memory_available_for(whole, x.device());
+  if (fits(whole, available, kSafetyMargin)) return batch;
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t pieces = 2;
+  if (batch > 2) {
+    // The estimate grows linearly with the micro-batch: the line through the whole batch and its half.
+    const StepAnalysis half = analyze(ceil_div(batch, 2));
+    const double per_sample =
+        double(whole.memory.total() - half.memory.total()) / double(whole.micro_batch - half.micro_batch);
+    const double fixed = double(whole.memory.total()) - per_sample * double(batch);
+    const double budget = (1 - kSafetyMargin) * double(available);
+    const int64_t predicted = per_sample > 0 ? static_cast<int64_t>((budget - fixed) / per_sample) : 1;
+    pieces = ceil_div(batch, std::clamp<int64_t>(predicted, 1, batch - 1));
   }
-  if (step.micro_batch < batch) {
-    out << fmt::format(
-        "a batch of {} needs {} of the {} left less a {:.0f}% margin: running micro-batches of {} ({})\n", batch,
-        format_bytes(whole.memory.total()), format_bytes(available), 100 * kSafetyMargin, step.micro_batch,
-        format_bytes(step.memory.total()));
+  StepAnalysis step = analyze(ceil_div(batch, pieces));
+  // Fewer pieces where the line was pessimistic, more where it was not.
+  while (pieces > 2 && fits(step, available, kSafetyMargin)) {
+    StepAnalysis larger = analyze(ceil_div(batch, pieces - 1));
+    if (!fits(larger, available, kSafetyMargin)) break;
+    step = std::move(larger);
+    --pieces;
   }
+  while (!fits(step, available, kSafetyMargin)) {
+    if (step.micro_batch == 1) {
+      throw OutOfMemory(fmt::format("inference: {} ({})", needs(step, available), step.memory.to_string()),
+                        "a smaller model, or more memory (runtime.memory.limit)");
+    }
+    pieces = ceil_div(batch, step.micro_batch - 1);
+    step = analyze(ceil_div(batch, pieces));
+  }
+  out << fmt::format(
+      "{}: a batch of {} needs {} of the {} left less a {:.0f}% margin: running {} micro-batches of {} ({})\n",
+      y.defined() ? "evaluate" : "predict", batch, format_bytes(whole.memory.total()), format_bytes(available),
+      100 * kSafetyMargin, pieces, step.micro_batch, format_bytes(step.memory.total()));
   return step.micro_batch;
 }
 

@@ -20,6 +20,7 @@
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
+#include "nimbus/train/memory_check.h"
 #include "replicated_step.h"
 
 namespace nimbus::train {
@@ -67,6 +68,13 @@ void check_data(const Tensor& x, const Tensor& y, const char* what) {
                                       x.shape().to_string(), y.shape().to_string()),
                           "x and y need one row per sample");
   }
+}
+
+// The rows [begin, end) of x.
+Tensor rows(const Tensor& x, int64_t begin, int64_t end) {
+  std::vector<int64_t> indices(static_cast<size_t>(end - begin));
+  std::iota(indices.begin(), indices.end(), begin);
+  return gather_rows(x, indices);
 }
 
 // Keras's number format in the progress bar and logs.
@@ -354,8 +362,7 @@ void Trainer::release_step_memory() {
   }
 }
 
-std::vector<Tensor> Trainer::run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
-                                           std::optional<bool> jit) {
+Function& Trainer::test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph, std::optional<bool> jit) {
   ensure_model_built(model_, x);
   const Steps::Key key{graph, jit, 1};
   if (!steps_->test || !(steps_->test_key == key)) {
@@ -372,7 +379,12 @@ std::vector<Tensor> Trainer::run_test_step(const Tensor& x, const Tensor& y, std
     steps_->test.emplace(function(
         body, {.name = "test_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})}));
   }
-  return (*steps_->test)({x, y});
+  return *steps_->test;
+}
+
+const TracedGraph& Trainer::trace_test_step(const Tensor& x, const Tensor& y, std::optional<bool> jit) {
+  check_data(x, y, "trace_test_step");
+  return test_step(x, y, std::nullopt, jit).traced_for({x, y});
 }
 
 void Trainer::accumulate_step(const std::vector<Tensor>& outputs, int64_t samples) {
@@ -540,6 +552,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       EvaluateOptions evaluate_options;
       // Evaluation runs the training micro-batch, which fits (its step keeps no gradients or slots).
       evaluate_options.batch_size = options.batch_size / accumulation;
+      evaluate_options.split_to_fit = false;
       evaluate_options.graph = options.graph;
       evaluate_options.jit = options.jit;
       const Logs validation =
@@ -564,20 +577,28 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   return history;
 }
 
+int64_t Trainer::micro_batch_for(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
+  // The estimate is of the traced step: eager steps run whole batches.
+  if (!options.split_to_fit || !options.graph.value_or(runtime_options().graph)) return options.batch_size;
+  return inference_micro_batch(*this, x, y, options.batch_size, options.output ? *options.output : std::cout);
+}
+
 Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
   check_data(x, y, "evaluate");
   if (options.batch_size < 1) throw InvalidArgument("evaluate: batch_size must be >= 1");
   const int64_t samples = x.dim(0);
   int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
   if (options.steps) steps = std::min(steps, *options.steps);
+  const int64_t end = std::min(samples, steps * options.batch_size);
+  const int64_t micro_batch = micro_batch_for(x, y, options);
   // As in Keras, evaluation resets the metrics (fit has taken the epoch's training logs already).
   reset_metrics();
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t begin = step * options.batch_size, end = std::min(samples, begin + options.batch_size);
-    std::vector<int64_t> indices(static_cast<size_t>(end - begin));
-    std::iota(indices.begin(), indices.end(), begin);
-    accumulate_step(run_test_step(gather_rows(x, indices), gather_rows(y, indices), options.graph, options.jit),
-                    end - begin);
+  // The loss is weighted by each micro-batch's samples and the metrics add statistics: the scores do not
+  // depend on how the samples are split.
+  for (int64_t begin = 0; begin < end; begin += micro_batch) {
+    const int64_t piece_end = std::min(end, begin + micro_batch);
+    const Tensor x_piece = rows(x, begin, piece_end), y_piece = rows(y, begin, piece_end);
+    accumulate_step(test_step(x_piece, y_piece, options.graph, options.jit)({x_piece, y_piece}), piece_end - begin);
   }
   return current_logs("");
 }
@@ -602,16 +623,15 @@ const TracedGraph& Trainer::trace_predict_step(const Tensor& x, std::optional<bo
 Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
   check_data(x, Tensor(), "predict");
   if (options.batch_size < 1) throw InvalidArgument("predict: batch_size must be >= 1");
-  Function& step_function = predict_step(x, options.graph, options.jit);
   const int64_t samples = x.dim(0);
   int64_t steps = (samples + options.batch_size - 1) / options.batch_size;
   if (options.steps) steps = std::min(steps, *options.steps);
+  const int64_t end = std::min(samples, steps * options.batch_size);
+  const int64_t micro_batch = micro_batch_for(x, Tensor(), options);
+  Function& step_function = predict_step(x, options.graph, options.jit);
   std::vector<Tensor> pieces;
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t begin = step * options.batch_size, end = std::min(samples, begin + options.batch_size);
-    std::vector<int64_t> indices(static_cast<size_t>(end - begin));
-    std::iota(indices.begin(), indices.end(), begin);
-    pieces.push_back(step_function({gather_rows(x, indices)})[0]);
+  for (int64_t begin = 0; begin < end; begin += micro_batch) {
+    pieces.push_back(step_function({rows(x, begin, std::min(end, begin + micro_batch))})[0]);
   }
   return pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
 }

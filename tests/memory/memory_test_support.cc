@@ -4,6 +4,25 @@
 
 namespace nimbus::testing {
 
+std::shared_ptr<Event> QueuedStream::record() {
+  auto event = std::make_shared<QueuedEvent>();
+  event->stream = this;
+  event->position = ++enqueued_;
+  events.push_back(event);
+  return event;
+}
+
+void QueuedStream::wait(const Event& event) {
+  waited_for = dynamic_cast<const QueuedEvent*>(&event);
+  NIMBUS_ASSERT(waited_for != nullptr) << "a queued stream waits only on queued streams' events";
+}
+
+void QueuedStream::finish_to(int64_t position) const {
+  int64_t finished = finished_.load();
+  while (finished < position && !finished_.compare_exchange_weak(finished, position)) {
+  }
+}
+
 FakeSubAllocator::FakeSubAllocator(uint64_t capacity, std::shared_ptr<Counts> counts)
     : capacity_(capacity), counts_(counts ? std::move(counts) : std::make_shared<Counts>()) {}
 

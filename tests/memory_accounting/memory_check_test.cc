@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -196,12 +198,13 @@ TEST_F(MemoryCheck, PredictionAndEvaluationSplitABatchThatDoesNotFitIntoMicroBat
   train::Trainer trainer = train::compile_from_config(train::model_from_train_config(unlimited), unlimited);
   Generator generator(6);
   const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
-  const Tensor y = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(kSamples, 3), {kSamples});
+  std::vector<uint8_t> labels(kSamples);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i * i % 10);
+  const Tensor y = Tensor::from_vector<uint8_t>(labels, {kSamples});
   std::ostringstream quiet;
-  ASSERT_EQ(train::inference_batch_that_fits(trainer, x, kSamples, quiet), kSamples);
-  EXPECT_EQ(quiet.str(), "");
-  const Tensor whole = trainer.predict(x, {.batch_size = kSamples});
-  const train::Logs whole_scores = trainer.evaluate(x, y, {.batch_size = kSamples});
+  const Tensor whole = trainer.predict(x, {.batch_size = kSamples, .output = &quiet});
+  const train::Logs whole_scores = trainer.evaluate(x, y, {.batch_size = kSamples, .output = &quiet});
+  EXPECT_EQ(quiet.str(), "") << "without a limit the whole batch fits";
   trainer.release_step_memory();
 
   // Room for a quarter of the batch's predict step, not for the whole.
@@ -214,17 +217,38 @@ TEST_F(MemoryCheck, PredictionAndEvaluationSplitABatchThatDoesNotFitIntoMicroBat
                          static_cast<uint64_t>(double(predict_step_bytes(kSamples / 4)) / (1 - train::kSafetyMargin));
   ASSERT_LT(limit - memory_stats(Device::cpu()).bytes_in_use, predict_step_bytes(kSamples / 2));
   configure_memory(Device::cpu(), {.limit = limit});
-  std::ostringstream out;
-  const int64_t micro_batch = train::inference_batch_that_fits(trainer, x, kSamples, out);
-  EXPECT_EQ(micro_batch, kSamples / 4);
-  EXPECT_NE(out.str().find(fmt::format("running micro-batches of {}", kSamples / 4)), std::string::npos) << out.str();
-  // Splitting changes no result.
-  const Tensor split = trainer.predict(x, {.batch_size = micro_batch});
+
+  // "predict: a batch of 2048 needs ... running 3 micro-batches of 683 (...)": pieces as even as can be;
+  // the predict step's at least as large as the quarter the limit was made for (evaluation's test step
+  // needs more: the loss and the metrics' statistics).
+  const auto chosen = [](const std::string& said, const std::string& what, int64_t at_least) {
+    const std::string prefix = what + ": a batch of " + std::to_string(kSamples) + " needs ";
+    EXPECT_EQ(said.rfind(prefix, 0), 0u) << said;
+    int64_t pieces = 0, micro_batch = 0;
+    const size_t at = said.find("running ");
+    EXPECT_EQ(std::sscanf(said.c_str() + at, "running %ld micro-batches of %ld", &pieces, &micro_batch), 2) << said;
+    EXPECT_GE(pieces, 2) << said;
+    EXPECT_EQ(micro_batch, (kSamples + pieces - 1) / pieces) << said;
+    EXPECT_GE(micro_batch, at_least) << said;
+    return micro_batch;
+  };
+  std::ostringstream said;
+  const Tensor split = trainer.predict(x, {.batch_size = kSamples, .output = &said});
+  std::cout << said.str();
+  const int64_t micro_batch = chosen(said.str(), "predict", kSamples / 4);
   ASSERT_EQ(split.shape(), whole.shape());
-  EXPECT_EQ(reduce_max(abs(split - whole)).item<float>(), 0.0f);
-  const train::Logs split_scores = trainer.evaluate(x, y, {.batch_size = micro_batch});
-  EXPECT_NEAR(split_scores.at("loss"), whole_scores.at("loss"), 1e-5);
+  EXPECT_EQ(reduce_max(abs(split - whole)).item<float>(), 0.0f) << "micro-batches of " << micro_batch;
+
+  said.str("");
+  const train::Logs split_scores = trainer.evaluate(x, y, {.batch_size = kSamples, .output = &said});
+  std::cout << said.str();
+  chosen(said.str(), "evaluate", 1);
+  EXPECT_NEAR(split_scores.at("loss"), whole_scores.at("loss"), 1e-6 * std::abs(whole_scores.at("loss")));
   EXPECT_DOUBLE_EQ(split_scores.at("accuracy"), whole_scores.at("accuracy"));
+
+  // Whole batches, as asked, do not fit: the split is what made the runs above possible.
+  trainer.release_step_memory();
+  EXPECT_THROW(trainer.predict(x, {.batch_size = kSamples, .split_to_fit = false}), OutOfMemory);
 }
 
 TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {

@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "model_source_options.h"
 #include "nimbus/train/config.h"
-#include "nimbus/train/memory_check.h"
 #include "nimbus/train/trained_model.h"
 
 namespace nimbus::cli {
@@ -25,10 +24,9 @@ Command add_evaluate_command(CLI::App& app) {
     train::TrainedModel trained = load_model_source(*arguments);
     const nlohmann::json split = data_split(*arguments, trained, /*with_labels=*/true);
     const auto [x, y] = train::load_idx_split(split, trained.trainer.model(), "data");
-    const train::Logs scores =
-        trained.trainer.evaluate(x, y,
-                                 {.batch_size = train::inference_batch_that_fits(
-                                      trained.trainer, x, batch_size(*arguments, trained), std::cout)});
+    // A batch that does not fit the device runs in micro-batches that do; saying so on stdout would break --json.
+    const train::Logs scores = trained.trainer.evaluate(
+        x, y, {.batch_size = batch_size(*arguments, trained), .output = *as_json ? &std::cerr : &std::cout});
     if (*as_json) {
       std::cout << nlohmann::json(scores).dump() << "\n";
       return 0;

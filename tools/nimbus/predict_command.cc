@@ -11,7 +11,6 @@
 #include "nimbus/tensor/npy.h"
 #include "nimbus/tensor/safetensors.h"
 #include "nimbus/train/config.h"
-#include "nimbus/train/memory_check.h"
 #include "nimbus/train/trained_model.h"
 
 namespace nimbus::cli {
@@ -32,9 +31,8 @@ Command add_predict_command(CLI::App& app) {
     train::TrainedModel trained = load_model_source(*arguments);
     const nlohmann::json split = data_split(*arguments, trained, /*with_labels=*/false);
     const Tensor x = train::load_idx_images(split, trained.trainer.model());
-    const Tensor predictions =
-        trained.trainer.predict(x, {.batch_size = train::inference_batch_that_fits(
-                                        trained.trainer, x, batch_size(*arguments, trained), std::cout)});
+    // A batch that does not fit the device runs in micro-batches that do (said on stdout).
+    const Tensor predictions = trained.trainer.predict(x, {.batch_size = batch_size(*arguments, trained)});
     if (npy) {
       write_npy(*output, predictions);
     } else {

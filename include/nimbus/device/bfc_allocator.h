@@ -86,12 +86,20 @@ class BfcAllocator final : public Allocator {
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   // Stream-ordered use (the GPU's case, where the host frees a block while kernels that read it are
-  // still queued): a block freed with deallocate_on is reused at once by allocate on the same stream,
-  // whose later work runs after the earlier, and by other streams only once the event recorded on
-  // `stream` at the free has completed (queried on each allocate; waited for before failing). Until
-  // then the block counts as in use.
+  // still queued on a stream). deallocate_on records an event (Stream::record) on `stream` and keeps the
+  // block pending: allocate on the same stream takes it back at once (when it is at most twice the
+  // request; the stream runs its later work after the earlier), other streams and plain allocate()
+  // only once the event has completed (Event::query, without waiting). Pending blocks are never merged
+  // with their neighbours and count as in use. When nothing else fits and no region can be added, an
+  // allocation waits for the oldest pending event, then the next, rather than fail.
+  // With a default stream set, plain allocate() and deallocate() are on it (the CUDA backend's compute
+  // stream, where every kernel runs): a plain free is reusable on that stream at once, and a block that
+  // allocate(bytes, other) takes from the free chunks is handed out only after `other` is made to wait
+  // (Stream::wait, on the device, not the host) for an event recorded on the default stream then, which
+  // follows every plain free. Without one (the CPU, whose work runs at once) plain calls are stream-less.
   void* allocate(size_t bytes, Stream& stream);
   void deallocate_on(void* ptr, size_t bytes, Stream& stream);
+  void set_default_stream(Stream* stream);
   AllocatorStats stats() const override;
   void reset_peak() override;
 
@@ -149,7 +157,13 @@ class BfcAllocator final : public Allocator {
     std::shared_ptr<Event> done;
   };
 
-  void* allocate_locked(size_t bytes, MemoryTag tag);
+  // `stream`: the allocating stream, null for plain allocate().
+  void* allocate_locked(std::unique_lock<std::mutex>& lock, size_t bytes, MemoryTag tag, Stream* stream);
+  void* take_chunk(ChunkId id, size_t bytes, size_t size, MemoryTag tag);
+  // A pending block `stream` freed that serves `size` whole, or kNoChunk.
+  ChunkId pending_for(const Stream& stream, size_t size);
+  // Frees the pending blocks whose events have completed; returns how many.
+  size_t free_completed_pending();
   // The live chunk at ptr, checked against the size it was allocated with.
   ChunkId live_chunk(void* ptr, size_t bytes);
   // Frees a live chunk, merging it with free neighbours.
@@ -180,8 +194,9 @@ class BfcAllocator final : public Allocator {
   std::vector<Region> regions_;  // sorted by base
   std::array<ChunkId, kBins> bin_heads_;
   std::array<uint64_t, kBins / 64> bin_bitmap_{};
-  AllocatorStats counters_;  // all but largest_free_block and bytes_limit
-  std::vector<PendingFree> pending_;
+  AllocatorStats counters_;           // all but largest_free_block and bytes_limit
+  std::vector<PendingFree> pending_;  // oldest first
+  Stream* default_stream_ = nullptr;
   bool recording_ = false;
   std::vector<MemoryEvent> events_;
 };

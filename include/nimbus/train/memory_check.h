@@ -75,11 +75,12 @@ void configure_memory_from_config(const nlohmann::json& config);
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
                                        std::ostream& out);
 
-// Evaluation and prediction in batches of `batch` samples of x, or in micro-batches of it that fit: the
-// largest, halving from `batch`, whose predict step fits the memory left within kSafetyMargin (the test
-// step adds only the loss and the metrics' statistics per sample). Splitting changes no result. Says
-// what it chose on `out` when it splits; throws OutOfMemory, with the numbers, when one sample does not fit.
-int64_t inference_batch_that_fits(Trainer& trainer, const Tensor& x, int64_t batch, std::ostream& out);
+// The micro-batch Trainer::evaluate (y defined: its test step) or Trainer::predict (its predict step) runs
+// batches of `batch` samples of x in, as fit.gradient_accumulation: auto picks training's: `batch` when
+// its step fits the memory left within kSafetyMargin, else the largest ceil(batch / k), for the fewest
+// pieces k, that fits (a line through two traced sizes predicts it, tracing confirms it). Says on `out`
+// what it chose when it splits; throws OutOfMemory, with the numbers, when one sample does not fit.
+int64_t inference_micro_batch(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t batch, std::ostream& out);
 
 // trainer.fit, with runtime.memory.trim_between_epochs applied (the step arenas released and the
 // allocator trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`

@@ -142,7 +142,14 @@ struct FitOptions {
 
 struct EvaluateOptions {
   int64_t batch_size = 32;
+  // Caps the batches run.
   std::optional<int64_t> steps{};
+  // In graph mode, a batch whose step does not fit the device's memory runs in the largest micro-batches
+  // that do (train::inference_micro_batch: the accounting of fit.gradient_accumulation: auto); the
+  // outputs and metrics are those of whole batches. Off: whole batches, whatever they need.
+  bool split_to_fit = true;
+  // Where a split is said (default std::cout).
+  std::ostream* output = nullptr;
   std::optional<bool> graph{};
   std::optional<bool> jit{};
 };
@@ -179,9 +186,9 @@ class Trainer {
   // same batches, and checkpoints record the iterator's position. The wait for each batch is the
   // step profiler's input_wait span.
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
-  // Loss and metrics over (x, y), by Keras name.
+  // Loss and metrics over (x, y), by Keras name. Each batch runs in micro-batches that fit (split_to_fit).
   Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
-  // The model's outputs for x, batch by batch, joined (inference mode).
+  // The model's outputs for x, batch by batch (in micro-batches that fit: split_to_fit), joined (inference mode).
   Tensor predict(const Tensor& x, const EvaluateOptions& options = {});
   // One optimizer step on this batch (Keras's train_on_batch); returns the logs of this batch.
   Logs train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation = 1);
@@ -226,6 +233,8 @@ class Trainer {
   // The predict step's graph for inputs shaped like x (placeholders allowed), traced without running it:
   // what evaluation's and prediction's memory check reads.
   const TracedGraph& trace_predict_step(const Tensor& x, std::optional<bool> jit = std::nullopt);
+  // The same for evaluation's test step (the loss and the metrics' statistics) over batches shaped like (x, y).
+  const TracedGraph& trace_test_step(const Tensor& x, const Tensor& y, std::optional<bool> jit = std::nullopt);
   // Hands the traced steps' arenas back to the allocator; fit does so between training and evaluation.
   void release_step_memory();
 
@@ -260,8 +269,9 @@ class Trainer {
                        std::optional<bool> jit);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                                      std::optional<bool> jit);
-  std::vector<Tensor> run_test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph,
-                                    std::optional<bool> jit);
+  Function& test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph, std::optional<bool> jit);
+  // The micro-batch evaluate (y defined) or predict runs its batches in (EvaluateOptions::split_to_fit).
+  int64_t micro_batch_for(const Tensor& x, const Tensor& y, const EvaluateOptions& options);
   Function& predict_step(const Tensor& x, std::optional<bool> graph, std::optional<bool> jit);
   // Adds a step's outputs (loss, then the metrics' statistics) to the running metrics.
   void accumulate_step(const std::vector<Tensor>& outputs, int64_t samples);

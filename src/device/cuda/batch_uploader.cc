@@ -17,15 +17,31 @@ PinnedHostBuffer::~PinnedHostBuffer() { (void)cudaFreeHost(data_); }
 
 BatchUploader::BatchUploader(int device) : device_(device) {}
 
+namespace {
+
+// A device buffer the copy stream writes first and the compute stream's kernels read last: allocated on
+// the copy stream (which then waits for the compute stream's earlier frees on the device) and freed on the
+// compute stream, so neither the allocation nor the free makes the host wait.
+std::shared_ptr<Storage> copy_target(int device, size_t bytes) {
+  BfcAllocator& allocator = device_allocator(device);
+  Stream& compute = default_stream_for(Device::cuda(device));
+  void* data = allocator.allocate(bytes, copy_stream(device));
+  return std::make_shared<Storage>(Device::cuda(device), data, bytes, [&allocator, &compute, data, bytes] {
+    allocator.deallocate_on(data, bytes, compute);
+  });
+}
+
+}  // namespace
+
 BatchUploader::Slot& BatchUploader::slot_for(size_t bytes) {
   Slot& slot = slots_[next_];
   next_ = 1 - next_;
   if (slot.copied != nullptr) slot.copied->synchronize();  // its staging buffer is about to be overwritten
   if (slot.staging == nullptr || slot.staging->bytes() < bytes) {
-    // A larger batch: new buffers, once the compute stream no longer reads the old device buffer.
-    if (slot.released != nullptr) slot.released->synchronize();
+    // A larger batch: new buffers. The old device buffer goes back on the compute stream, after the
+    // kernels that read it, without the host waiting for them.
     slot.staging = std::make_unique<PinnedHostBuffer>(bytes);
-    slot.device_buffer = std::make_shared<Storage>(Device::cuda(device_), bytes);
+    slot.device_buffer = copy_target(device_, bytes);
     slot.released = nullptr;
   }
   return slot;

@@ -1,8 +1,11 @@
 // The CUDA backend: one BFC allocator over cudaMalloc, one compute stream and
 // one copy stream per device, made on first use. Every kernel runs on the
-// compute stream, so a block the allocator frees can serve the next
-// allocation at once: any later kernel that writes it is queued behind the
-// kernels that read it (stream-ordered reuse, as PyTorch's caching allocator).
+// compute stream, the allocator's default stream, so a block the allocator
+// frees can serve the next allocation at once: any later kernel that writes
+// it is queued behind the kernels that read it (stream-ordered reuse, as
+// PyTorch's caching allocator). Memory the copy stream writes is allocated on
+// that stream (allocate(bytes, stream)), which then waits for the compute
+// stream's frees before its first write (bfc_allocator.h).
 //
 // With no driver or no GPU the backend registers anyway with no devices, and
 // unavailable_reason() says which, so `backend(DeviceType::kCUDA)` throws
@@ -29,7 +32,9 @@ struct DeviceState {
   explicit DeviceState(int index)
       : allocator(Device::cuda(index).to_string(), make_cuda_sub_allocator(index), apply_memory_environment({})),
         compute(index),
-        copy(index) {}
+        copy(index) {
+    allocator.set_default_stream(&compute);
+  }
   BfcAllocator allocator;
   CudaStream compute;
   CudaStream copy;
@@ -74,6 +79,7 @@ class CudaBackend final : public Backend {
   Allocator& allocator(int index) override { return state(index).allocator; }
   Stream& default_stream(int index) override { return state(index).compute; }
   CudaStream& copy_stream(int index) { return state(index).copy; }
+  BfcAllocator& device_allocator(int index) { return state(index).allocator; }
 
   // Host-to-device and device-to-device copies stay asynchronous on `stream`; a copy to
   // the host waits for it, since the host reads the bytes as soon as this returns.
@@ -116,6 +122,11 @@ const bool kRegistered = (cuda_backend(), true);
 CudaStream& copy_stream(int device) {
   backend(DeviceType::kCUDA);  // Unavailable, saying why, without a GPU
   return cuda_backend().copy_stream(device);
+}
+
+BfcAllocator& device_allocator(int device) {
+  backend(DeviceType::kCUDA);
+  return cuda_backend().device_allocator(device);
 }
 
 }  // namespace nimbus::cuda
