@@ -55,18 +55,41 @@ const OpSchema& kFusedElementwise = define_op({
     .differentiable = false,
 });
 
-// Runs each instruction through its own op's reference kernel on whole tensors.
+bool is_16_bit_float(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
+
+// `value` cast to `dtype` by the reference kernel.
+Tensor reference_cast(const Tensor& value, DType dtype, Stream& stream) {
+  static const OpSchema& cast = OpRegistry::global().get("cast");
+  std::vector<Tensor> outputs = {Tensor::empty(value.shape(), dtype, stream.device())};
+  ReferenceKernelsScope reference;
+  run_kernel(cast, Attrs{{"dtype", dtype}}, std::span<const Tensor>(&value, 1), outputs);
+  return outputs[0];
+}
+
+// Runs each instruction through its own op's reference kernel on whole tensors, f16 and bf16 values
+// held in f32 (the header says why).
 void reference_fused(KernelContext& ctx) {
+  static const OpSchema& cast = OpRegistry::global().get("cast");
   const ExpressionProgram& program = program_of(ctx.attrs);
+  const auto held = [&](const Tensor& value) {
+    return is_16_bit_float(value.dtype()) ? reference_cast(value, DType::kF32, ctx.stream) : value;
+  };
+  std::vector<Tensor> inputs;
+  for (const Tensor& input : ctx.inputs) inputs.push_back(held(input));
   std::vector<Tensor> results;
   results.reserve(program.instructions.size());
   for (const ExpressionInstruction& instruction : program.instructions) {
     std::vector<Tensor> operands;
     std::vector<TensorSpec> specs;
     for (const ExpressionOperand& operand : instruction.operands) {
-      operands.push_back(operand.is_input ? ctx.inputs[static_cast<size_t>(operand.index)]
+      operands.push_back(operand.is_input ? inputs[static_cast<size_t>(operand.index)]
                                           : results[static_cast<size_t>(operand.index)]);
       specs.push_back({operands.back().shape(), operands.back().dtype()});
+    }
+    if (instruction.op == &cast && is_16_bit_float(instruction.dtype)) {
+      // Rounds to the 16-bit dtype, held in f32.
+      results.push_back(held(reference_cast(operands[0], instruction.dtype, ctx.stream)));
+      continue;
     }
     const TensorSpec out = infer_outputs(*instruction.op, specs, instruction.attrs).at(0);
     std::vector<Tensor> outputs = {Tensor::empty(out.shape, out.dtype, ctx.stream.device())};
@@ -75,7 +98,9 @@ void reference_fused(KernelContext& ctx) {
     results.push_back(outputs[0]);
   }
   for (size_t k = 0; k < program.outputs.size(); ++k) {
-    ctx.outputs[k].copy_from(results[static_cast<size_t>(program.outputs[k])]);
+    const Tensor& result = results[static_cast<size_t>(program.outputs[k])];
+    ctx.outputs[k].copy_from(
+        result.dtype() == ctx.outputs[k].dtype() ? result : reference_cast(result, ctx.outputs[k].dtype(), ctx.stream));
   }
 }
 
@@ -90,12 +115,14 @@ const OpSchema& fused_elementwise_op() { return kFusedElementwise; }
 
 size_t fused_elementwise_scratch_bytes(const ExpressionProgram& program, std::span<const TensorSpec> inputs,
                                        const Shape& shape) {
+  const auto held_size = [](DType dtype) { return is_16_bit_float(dtype) ? sizeof(float) : dtype_size(dtype); };
   size_t bytes = 0;
   for (const TensorSpec& input : inputs) {
     if (input.shape != shape && input.shape.numel() != 1) bytes += kFusedBlockElements * dtype_size(input.dtype);
+    if (held_size(input.dtype) != dtype_size(input.dtype)) bytes += kFusedBlockElements * sizeof(float);
   }
   for (const ExpressionInstruction& instruction : program.instructions) {
-    bytes += kFusedBlockElements * dtype_size(instruction.dtype);
+    bytes += kFusedBlockElements * held_size(instruction.dtype);
   }
   return bytes;
 }

@@ -9,8 +9,15 @@
 // shape; every instruction's result has that shape. Printed form:
 //   t0 = mul(i0, i1); t1 = add(t0, i2); t2 = gelu(t1) {approximate="tanh"} -> t2
 //
+// f16 and bf16 values are held in f32 inside a program, as a GPU holds them
+// in f32 registers: a 16-bit input is widened, every instruction computes in
+// f32, and a value is rounded to 16 bits only at a cast to f16/bf16 and at
+// a 16-bit output. So a program over 16-bit data rounds less often than its
+// unfused ops (each of which rounds its result) and may differ from them in
+// the last bit; over f32, f64 and bool it means exactly what they mean.
+//
 // The reference kernel runs each instruction through its op's own reference
-// kernel, so a fused program means exactly what the unfused ops mean.
+// kernel on the held values (casts to f16/bf16 round and widen back).
 #pragma once
 
 #include <vector>

@@ -12,11 +12,8 @@
 #include "nimbus/base/half.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cpu/elementwise_loops.h"
+#include "src/device/cpu/half_convert.h"
 #include "src/device/cpu/parallel.h"
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 namespace nimbus::cpu {
 namespace {
@@ -28,47 +25,11 @@ void convert(const In* in, Out* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(in[i]);
 }
 
-void convert(const float* in, BFloat16* out, int64_t n) {
-  uint16_t* bits = reinterpret_cast<uint16_t*>(out);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, in + i, sizeof u);
-    // As BFloat16::from_float: NaN stays a quiet NaN, otherwise round to nearest even.
-    const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-    bits[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : rounded >> 16);
-  }
-}
-
-void convert(const BFloat16* in, float* out, int64_t n) {
-  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-    std::memcpy(out + i, &u, sizeof u);
-  }
-}
-
-void convert(const float* in, Half* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-  }
-#endif
-  for (; i < n; ++i) out[i] = Half(in[i]);
-}
-
-void convert(const Half* in, float* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  }
-#endif
-  for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
+// f32 <-> f16 and bf16: the vectorized conversions of half_convert.h.
+void convert(const float* in, BFloat16* out, int64_t n) { narrow(in, out, n); }
+void convert(const BFloat16* in, float* out, int64_t n) { widen(in, out, n); }
+void convert(const float* in, Half* out, int64_t n) { narrow(in, out, n); }
+void convert(const Half* in, float* out, int64_t n) { widen(in, out, n); }
 
 template <typename In, typename Out>
 void run_cast(KernelContext& ctx) {

@@ -2,14 +2,22 @@
 // blocks; for each block every instruction runs its own op's best kernel on
 // block-sized views (inputs sliced or, when they broadcast, gathered into a
 // scratch block), so intermediates live in a thread's scratch (L2) instead
-// of round-tripping through memory, and each element gets exactly the value
-// the unfused kernels would give it. Blocks run in parallel on the compute pool.
+// of round-tripping through memory. Blocks run in parallel on the compute pool.
+//
+// f16 and bf16 values are held in f32 (this CPU family has no 16-bit
+// arithmetic): a 16-bit input is widened once per block, every instruction
+// runs its f32 kernel, and a value is rounded to 16 bits only where the
+// program says so: at a cast to f16/bf16 (rounded in place, still held in
+// f32) and at a 16-bit output's store (fused_elementwise.h). A cast from
+// 16 bits to f32 costs nothing: the f32 value is already there.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/fused_elementwise.h"
 #include "nimbus/ops/registry.h"
+#include "src/device/cpu/half_convert.h"
 #include "src/device/cpu/parallel.h"
 #include "src/ops/internal/kernel_util.h"
 
@@ -105,6 +113,28 @@ const std::shared_ptr<Storage>& thread_scratch(size_t bytes) {
   return scratch;
 }
 
+// The dtype a value is held in while a block is computed.
+DType held_dtype(DType dtype) { return is_16_bit_float(dtype) ? DType::kF32 : dtype; }
+
+// What an instruction does in a block besides running its op's kernel on held values.
+struct Step {
+  bool aliases_operand = false;     // a cast whose held value is its operand's: no work
+  std::optional<Attrs> held_attrs;  // a cast to f16/bf16: runs as a cast to f32 (then rounds)
+  bool rounds = false;              // rounds its held f32 result to its 16-bit dtype
+};
+
+Step step_for(const ExpressionInstruction& instruction, DType operand_dtype) {
+  static const OpSchema& cast = OpRegistry::global().get("cast");
+  Step step;
+  if (instruction.op != &cast) return step;
+  const DType target = instruction.dtype;
+  // A cast to f16/bf16 from any other dtype rounds; a cast between dtypes held alike is the operand itself.
+  step.rounds = is_16_bit_float(target) && operand_dtype != target;
+  step.aliases_operand = !step.rounds && held_dtype(operand_dtype) == held_dtype(target);
+  if (held_dtype(target) != target) step.held_attrs = Attrs{{"dtype", held_dtype(target)}};
+  return step;
+}
+
 void fused_kernel(KernelContext& ctx) {
   const auto* program = dynamic_cast<const ExpressionProgram*>(ctx.attrs.get_object("program").get());
   const Shape& shape = ctx.attrs.get_shape("shape");
@@ -121,25 +151,40 @@ void fused_kernel(KernelContext& ctx) {
       scalars[i] = Tensor::view(input.impl_ptr()->storage, input.impl_ptr()->offset, Shape{}, input.dtype());
     }
   }
+  std::vector<Step> steps(temps);
+  for (size_t t = 0; t < temps; ++t) {
+    const ExpressionInstruction& instruction = program->instructions[t];
+    const ExpressionOperand& first = instruction.operands.at(0);
+    const DType operand_dtype = first.is_input ? ctx.inputs[static_cast<size_t>(first.index)].dtype()
+                                               : program->instructions[static_cast<size_t>(first.index)].dtype;
+    steps[t] = step_for(instruction, operand_dtype);
+  }
 
-  // Scratch per thread: a block-sized slot per gathered input and per instruction result
-  // (fused_elementwise_scratch_bytes, which the memory accounting calls, counts the same).
+  // Scratch per thread (fused_elementwise_scratch_bytes, which the memory accounting calls, counts the
+  // same): a block in the input's dtype per gathered input, an f32 block per f16/bf16 input, and a block
+  // per instruction result in the dtype it is held in.
   size_t scratch_bytes = 0;
-  std::vector<size_t> input_slot(inputs), temp_slot(temps);
+  std::vector<size_t> gather_slot(inputs), wide_slot(inputs), temp_slot(temps);
   for (size_t i = 0; i < inputs; ++i) {
-    input_slot[i] = scratch_bytes;
+    const DType dtype = ctx.inputs[i].dtype();
+    gather_slot[i] = scratch_bytes;
     const bool gathered = feeds[i].kind == InputFeed::Kind::kRows || feeds[i].kind == InputFeed::Kind::kGather;
-    if (gathered) scratch_bytes += kBlock * dtype_size(ctx.inputs[i].dtype());
+    if (gathered) scratch_bytes += kBlock * dtype_size(dtype);
+    wide_slot[i] = scratch_bytes;
+    if (is_16_bit_float(dtype)) scratch_bytes += kBlock * sizeof(float);
   }
   for (size_t t = 0; t < temps; ++t) {
     temp_slot[t] = scratch_bytes;
-    scratch_bytes += kBlock * dtype_size(program->instructions[t].dtype);
+    scratch_bytes += kBlock * dtype_size(held_dtype(program->instructions[t].dtype));
   }
 
-  // Which output, if any, the program's last instruction produces.
+  // Which output, if any, the program's last instruction writes in place: one held as it is stored.
   int last_output = -1;
   for (size_t k = 0; k < program->outputs.size(); ++k) {
-    if (program->outputs[k] == static_cast<int>(temps) - 1) last_output = static_cast<int>(k);
+    if (program->outputs[k] == static_cast<int>(temps) - 1 && !is_16_bit_float(ctx.outputs[k].dtype()) &&
+        !steps[temps - 1].aliases_operand) {
+      last_output = static_cast<int>(k);
+    }
   }
 
   const int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -148,37 +193,65 @@ void fused_kernel(KernelContext& ctx) {
     auto* scratch_bytes_at = static_cast<std::byte*>(scratch->data());
     std::vector<TensorImpl> input_views(inputs), temp_views(temps);
     std::vector<Tensor> input_tensors(inputs), temp_tensors(temps), operands;
+    auto view = [&](TensorImpl& impl, const std::shared_ptr<Storage>& storage, size_t offset, DType dtype,
+                    Shape view_shape) {
+      impl.shape = std::move(view_shape);
+      impl.dtype = dtype;
+      impl.device = storage->device();
+      impl.storage = storage;
+      impl.offset = offset;
+      return borrow(impl);
+    };
+    // A 16-bit scalar is widened once for the thread's blocks.
+    std::vector<Tensor> held_scalars = scalars;
+    for (size_t i = 0; i < inputs; ++i) {
+      if (feeds[i].kind != InputFeed::Kind::kScalar || !is_16_bit_float(ctx.inputs[i].dtype())) continue;
+      widen(ctx.inputs[i].dtype(), ctx.inputs[i].raw_data(), reinterpret_cast<float*>(scratch_bytes_at + wide_slot[i]),
+            1);
+      held_scalars[i] = view(input_views[i], scratch, wide_slot[i], DType::kF32, Shape{});
+    }
     for (int64_t block = first_block; block < last_block; ++block) {
       const int64_t begin = block * kBlock;
       const int64_t length = std::min(kBlock, n - begin);
-      auto view = [&](TensorImpl& impl, const std::shared_ptr<Storage>& storage, size_t offset, DType dtype) {
-        impl.shape = Shape{length};
-        impl.dtype = dtype;
-        impl.device = storage->device();
-        impl.storage = storage;
-        impl.offset = offset;
-        return borrow(impl);
-      };
       for (size_t i = 0; i < inputs; ++i) {
         const Tensor& input = ctx.inputs[i];
         const TensorImpl& source = *input.impl_ptr();
+        const DType dtype = input.dtype();
         if (feeds[i].kind == InputFeed::Kind::kScalar) {
-          input_tensors[i] = scalars[i];
-        } else if (feeds[i].kind == InputFeed::Kind::kSlice) {
-          input_tensors[i] =
-              view(input_views[i], source.storage,
-                   source.offset + static_cast<size_t>(begin) * dtype_size(input.dtype()), input.dtype());
-        } else {
-          gather_block(input, feeds[i], shape, begin, begin + length, scratch_bytes_at + input_slot[i]);
-          input_tensors[i] = view(input_views[i], scratch, input_slot[i], input.dtype());
+          input_tensors[i] = held_scalars[i];
+          continue;
         }
+        const std::byte* block_data = nullptr;
+        if (feeds[i].kind == InputFeed::Kind::kSlice) {
+          block_data = static_cast<const std::byte*>(input.raw_data()) + static_cast<size_t>(begin) * dtype_size(dtype);
+          if (!is_16_bit_float(dtype)) {
+            input_tensors[i] =
+                view(input_views[i], source.storage, source.offset + static_cast<size_t>(begin) * dtype_size(dtype),
+                     dtype, Shape{length});
+            continue;
+          }
+        } else {
+          gather_block(input, feeds[i], shape, begin, begin + length, scratch_bytes_at + gather_slot[i]);
+          block_data = scratch_bytes_at + gather_slot[i];
+          if (!is_16_bit_float(dtype)) {
+            input_tensors[i] = view(input_views[i], scratch, gather_slot[i], dtype, Shape{length});
+            continue;
+          }
+        }
+        widen(dtype, block_data, reinterpret_cast<float*>(scratch_bytes_at + wide_slot[i]), length);
+        input_tensors[i] = view(input_views[i], scratch, wide_slot[i], DType::kF32, Shape{length});
       }
       for (size_t t = 0; t < temps; ++t) {
         const ExpressionInstruction& instruction = program->instructions[t];
+        const Step& step = steps[t];
         operands.clear();
         for (const ExpressionOperand& operand : instruction.operands) {
           operands.push_back(operand.is_input ? input_tensors[static_cast<size_t>(operand.index)]
                                               : temp_tensors[static_cast<size_t>(operand.index)]);
+        }
+        if (step.aliases_operand) {
+          temp_tensors[t] = operands[0];
+          continue;
         }
         // The last instruction reads what it needs before writing each element, so it may write
         // its output in place; earlier results go to scratch (a later one may still read an input
@@ -186,22 +259,29 @@ void fused_kernel(KernelContext& ctx) {
         if (t + 1 == temps && last_output >= 0) {
           const Tensor& out = ctx.outputs[static_cast<size_t>(last_output)];
           const TensorImpl& target = *out.impl_ptr();
-          temp_tensors[t] = view(temp_views[t], target.storage,
-                                 target.offset + static_cast<size_t>(begin) * dtype_size(out.dtype()), out.dtype());
+          temp_tensors[t] =
+              view(temp_views[t], target.storage, target.offset + static_cast<size_t>(begin) * dtype_size(out.dtype()),
+                   out.dtype(), Shape{length});
         } else {
-          temp_tensors[t] = view(temp_views[t], scratch, temp_slot[t], instruction.dtype);
+          temp_tensors[t] = view(temp_views[t], scratch, temp_slot[t], held_dtype(instruction.dtype), Shape{length});
         }
-        KernelContext inner{*instruction.op, instruction.attrs, operands, std::span<Tensor>(&temp_tensors[t], 1),
-                            ctx.stream};
+        KernelContext inner{*instruction.op, step.held_attrs ? *step.held_attrs : instruction.attrs, operands,
+                            std::span<Tensor>(&temp_tensors[t], 1), ctx.stream};
         select_kernel(inner).fn(inner);
+        if (step.rounds) round_to(instruction.dtype, static_cast<float*>(temp_tensors[t].raw_data()), length);
       }
-      // The other outputs are copied last, after every read of this block's inputs.
+      // The other outputs are stored last, after every read of this block's inputs: 16-bit ones rounded.
       for (size_t k = 0; k < ctx.outputs.size(); ++k) {
         if (static_cast<int>(k) == last_output) continue;
-        const size_t t = static_cast<size_t>(program->outputs[k]);
-        const size_t width = dtype_size(program->instructions[t].dtype);
-        std::memcpy(static_cast<std::byte*>(ctx.outputs[k].raw_data()) + static_cast<size_t>(begin) * width,
-                    scratch_bytes_at + temp_slot[t], static_cast<size_t>(length) * width);
+        const Tensor& result = temp_tensors[static_cast<size_t>(program->outputs[k])];
+        const DType dtype = ctx.outputs[k].dtype();
+        std::byte* out =
+            static_cast<std::byte*>(ctx.outputs[k].raw_data()) + static_cast<size_t>(begin) * dtype_size(dtype);
+        if (is_16_bit_float(dtype)) {
+          narrow(static_cast<const float*>(result.raw_data()), dtype, out, length);
+        } else {
+          std::memcpy(out, result.raw_data(), static_cast<size_t>(length) * dtype_size(dtype));
+        }
       }
     }
   });

@@ -1,5 +1,6 @@
 // Vectorized, multithreaded, deterministic reductions: sum, mean, reduce_max,
-// reduce_min on f32 and f64.
+// reduce_min on f32 and f64, and on f16 and bf16, which are widened to f32 a
+// block at a time (half_convert.h), reduced as f32 and rounded once at the end.
 // Layout: after dropping size-1 axes and merging adjacent axes, the input is
 // (outer, reduced, inner) with the reduced axes contiguous: reductions over
 // trailing axes (inner = 1: rows), over leading axes (outer = 1: bias
@@ -16,9 +17,11 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "nimbus/ops/registry.h"
+#include "src/device/cpu/half_convert.h"
 #include "src/device/cpu/parallel.h"
 #include "src/device/cpu/simd.h"
 
@@ -98,6 +101,33 @@ constexpr int64_t kColumnsPerBlock = 256;
 constexpr int64_t kMinRowsPerBlock = 64;
 constexpr int64_t kMaxRowsPerBlock = 256;
 
+// The type a reduction over T accumulates in: f16 and bf16 in f32.
+template <typename T>
+using Held = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+// x[0, n) as Held<T>: x itself, or widened into `buffer` (n elements at least).
+template <typename T>
+const Held<T>* held(const T* x, int64_t n, Held<T>* buffer) {
+  if constexpr (std::is_same_v<Held<T>, T>) {
+    return x;
+  } else {
+    widen(x, buffer, n);
+    return buffer;
+  }
+}
+
+// A per-thread buffer for held(): empty where T needs none.
+template <typename T>
+std::vector<Held<T>> held_buffer(int64_t n) {
+  return std::vector<Held<T>>(std::is_same_v<Held<T>, T> ? 0 : static_cast<size_t>(n));
+}
+
+// A finished result stored as T, through f32 for f16 and bf16 (as an f32 result rounded once).
+template <typename T>
+T stored(double value) {
+  return static_cast<T>(static_cast<Held<T>>(value));
+}
+
 // Reduces x[0, n) with four vector accumulators, then over their lanes in a fixed tree.
 template <typename Op, typename T>
 T reduce_contiguous(const T* x, int64_t n) {
@@ -130,25 +160,28 @@ void reduce_rows(const T* x, T* out, const ReduceLayout& layout, int64_t count) 
   const int64_t blocks = (length + kBlockElements - 1) / kBlockElements;
   if (blocks == 1) {
     parallel_for(rows, std::max<int64_t>(1, kMemoryBoundGrain / length), [&](int64_t begin, int64_t end) {
+      std::vector<Held<T>> buffer = held_buffer<T>(length);
       for (int64_t r = begin; r < end; ++r) {
-        out[r] = static_cast<T>(Op::finish(reduce_contiguous<Op>(x + r * length, length), count));
+        const Held<T>* row = held(x + r * length, length, buffer.data());
+        out[r] = stored<T>(Op::finish(reduce_contiguous<Op>(row, length), count));
       }
     });
     return;
   }
   std::vector<double> partial(static_cast<size_t>(rows * blocks));
   parallel_for(rows * blocks, kMemoryBoundGrain / kBlockElements, [&](int64_t begin, int64_t end) {
+    std::vector<Held<T>> buffer = held_buffer<T>(kBlockElements);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t r = item / blocks, b = item % blocks;
-      const int64_t start = b * kBlockElements;
+      const int64_t start = b * kBlockElements, size = std::min(kBlockElements, length - start);
       partial[static_cast<size_t>(item)] =
-          reduce_contiguous<Op>(x + r * length + start, std::min(kBlockElements, length - start));
+          reduce_contiguous<Op>(held(x + r * length + start, size, buffer.data()), size);
     }
   });
   for (int64_t r = 0; r < rows; ++r) {
     double acc = Op::kIdentity;
     for (int64_t b = 0; b < blocks; ++b) acc = Op::combine(acc, partial[static_cast<size_t>(r * blocks + b)]);
-    out[r] = static_cast<T>(Op::finish(acc, count));
+    out[r] = stored<T>(Op::finish(acc, count));
   }
 }
 
@@ -163,10 +196,11 @@ void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t coun
   const int64_t column_blocks = (inner + kColumnsPerBlock - 1) / kColumnsPerBlock;
   const int64_t items = layout.outer * row_blocks * column_blocks;
   std::vector<double> partial(row_blocks > 1 ? static_cast<size_t>(layout.outer * row_blocks * inner) : 0);
-  const T identity = static_cast<T>(Op::kIdentity);
+  const Held<T> identity = static_cast<Held<T>>(Op::kIdentity);
   const int64_t item_elements = std::min(reduced, rows_per_block) * width;
   parallel_for(items, std::max<int64_t>(1, kMemoryBoundGrain / item_elements), [&](int64_t begin, int64_t end) {
-    T acc[kColumnsPerBlock];
+    Held<T> acc[kColumnsPerBlock];
+    std::vector<Held<T>> buffer = held_buffer<T>(kColumnsPerBlock);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t cb = item % column_blocks;
       const int64_t rb = item / column_blocks % row_blocks;
@@ -175,12 +209,12 @@ void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t coun
       const int64_t r0 = rb * rows_per_block, r1 = std::min(reduced, r0 + rows_per_block);
       std::fill(acc, acc + columns, identity);
       for (int64_t r = r0; r < r1; ++r) {
-        const T* row = x + (o * reduced + r) * inner + c0;
+        const Held<T>* row = held(x + (o * reduced + r) * inner + c0, columns, buffer.data());
 #pragma omp simd
         for (int64_t c = 0; c < columns; ++c) acc[c] = Op::combine(acc[c], row[c]);
       }
       if (row_blocks == 1) {
-        for (int64_t c = 0; c < columns; ++c) out[o * inner + c0 + c] = static_cast<T>(Op::finish(acc[c], count));
+        for (int64_t c = 0; c < columns; ++c) out[o * inner + c0 + c] = stored<T>(Op::finish(acc[c], count));
       } else {
         double* slot = partial.data() + (o * row_blocks + rb) * inner + c0;
         for (int64_t c = 0; c < columns; ++c) slot[c] = acc[c];
@@ -195,7 +229,7 @@ void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t coun
       for (int64_t rb = 0; rb < row_blocks; ++rb) {
         acc = Op::combine(acc, partial[static_cast<size_t>((o * row_blocks + rb) * inner + c)]);
       }
-      out[j] = static_cast<T>(Op::finish(acc, count));
+      out[j] = stored<T>(Op::finish(acc, count));
     }
   });
 }
@@ -210,7 +244,7 @@ void run_reduce(KernelContext& ctx) {
   const int64_t count = layout.reduced;  // input elements per output element
   if (x.numel() == 0) {
     // Nothing to reduce: the identity, finished (the mean of nothing is NaN, as in the reference).
-    std::fill(po, po + out.numel(), static_cast<T>(Op::finish(Op::kIdentity, count)));
+    std::fill(po, po + out.numel(), stored<T>(Op::finish(Op::kIdentity, count)));
     return;
   }
   if (layout.inner == 1) {
@@ -226,14 +260,15 @@ bool register_reduction(const char* op) {
       op,
       {.name = "vectorized",
        .device = DeviceType::kCPU,
-       .dtypes = {DType::kF32, DType::kF64},
+       .dtypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16},
        .priority = 50,
        .fn =
            [](KernelContext& ctx) {
-             if (ctx.inputs[0].dtype() == DType::kF32) {
-               run_reduce<Op, float>(ctx);
-             } else {
-               run_reduce<Op, double>(ctx);
+             switch (ctx.inputs[0].dtype()) {
+               case DType::kF32: return run_reduce<Op, float>(ctx);
+               case DType::kF64: return run_reduce<Op, double>(ctx);
+               case DType::kF16: return run_reduce<Op, Half>(ctx);
+               default: return run_reduce<Op, BFloat16>(ctx);
              }
            },
        .supports =

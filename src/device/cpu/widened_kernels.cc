@@ -12,11 +12,10 @@
 
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
+#include "src/device/cpu/half_convert.h"
 
 namespace nimbus::cpu {
 namespace {
-
-bool is_16_bit_float(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
 
 // Runs the best kernel other than this one for (op, inputs) into outputs.
 void run_best(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> inputs, std::span<Tensor> outputs,

@@ -46,11 +46,36 @@ struct Cluster {
 // Joining a cluster moves its members to the joining node. If a kernel that is not fusible (a matmul, a
 // convolution, a reduction) runs between the cluster's last member and the node, the move would keep the
 // members' inputs alive across that work: a gradient accumulation g1 + g2 + g3 ... fused into one node would
-// hold every micro-batch's g until the last. Such a node starts a cluster of its own instead.
+// hold every micro-batch's g until the last. Such a node starts a cluster of its own instead, unless the
+// cluster's inputs are smaller than its values the node reads: then the move holds less memory across that
+// work, not more (mixed precision's cast of a bf16 gradient to f32 moves into the optimizer's update, so
+// the bf16 gradient waits instead of its f32 copy, and the cast costs no pass of its own).
 // `kernels_before[i]`: non-fusible kernels (views aside) at positions before i.
-bool moves_past_other_work(const Cluster& cluster, size_t node, const std::vector<int>& kernels_before) {
+bool moves_past_other_work(const Cluster& cluster, const Graph& graph, size_t node,
+                           const std::vector<int>& kernels_before, const std::vector<int>& cluster_of, int c) {
   const auto last = static_cast<size_t>(*std::max_element(cluster.members.begin(), cluster.members.end()));
-  return kernels_before[node] > kernels_before[last + 1];
+  if (kernels_before[node] <= kernels_before[last + 1]) return false;
+  const auto bytes = [&](ValueRef value) {
+    const TensorSpec& spec = graph.spec(value);
+    return spec.shape.numel() * static_cast<int64_t>(dtype_size(spec.dtype));
+  };
+  std::set<std::pair<int, int>> inputs;
+  int64_t input_bytes = 0;
+  for (int member : cluster.members) {
+    for (const ValueRef& input : graph.nodes()[static_cast<size_t>(member)].inputs) {
+      if (cluster_of[static_cast<size_t>(input.node)] == c || !inputs.insert({input.node, input.output}).second)
+        continue;
+      input_bytes += bytes(input);
+    }
+  }
+  std::set<std::pair<int, int>> read;
+  int64_t read_bytes = 0;
+  for (const ValueRef& input : graph.nodes()[node].inputs) {
+    if (cluster_of[static_cast<size_t>(input.node)] == c && read.insert({input.node, input.output}).second) {
+      read_bytes += bytes(input);
+    }
+  }
+  return input_bytes >= read_bytes;
 }
 
 }  // namespace
@@ -76,7 +101,7 @@ int fuse_elementwise(Graph& graph) {
         const int c = cluster_of[static_cast<size_t>(input.node)];
         Cluster& candidate = clusters[static_cast<size_t>(std::max(c, 0))];
         if (c < 0 || c == joined || !candidate.open || candidate.shape != node.outputs[0].shape) continue;
-        if (moves_past_other_work(candidate, i, kernels_before)) continue;
+        if (moves_past_other_work(candidate, graph, i, kernels_before, cluster_of, c)) continue;
         if (joined < 0) {
           joined = c;
           continue;
