@@ -92,12 +92,12 @@ void Optimizer::build(const std::vector<Variable>& variables) {
   if (built_) return;
   // The step counter and rate live with the variables (on a GPU too), so the update runs there whole.
   // (Tensor::to, since Tensor::scalar's device argument keeps any CPU device as cpu:0.)
-  device_ = variables.empty() ? Device::cpu() : variables[0].value().device();
-  iterations_ = Variable(Tensor::scalar<int64_t>(0).to(device_), name_ + "/iterations", false);
+  const Device device = variables.empty() ? Device::cpu() : variables[0].value().device();
+  iterations_ = Variable(Tensor::scalar<int64_t>(0).to(device), name_ + "/iterations", false);
   // A constant rate lives in a variable, so callbacks can change it between steps of a traced step function.
   if (!learning_rate_.is_schedule()) {
     learning_rate_value_ =
-        Variable(Tensor::scalar<double>(learning_rate_.at(0)).to(device_), name_ + "/learning_rate", false);
+        Variable(Tensor::scalar<double>(learning_rate_.at(0)).to(device), name_ + "/learning_rate", false);
   }
   for (size_t i = 0; i < variables.size(); ++i) {
     variable_ids_.push_back(variables[i].value().id());
@@ -129,7 +129,8 @@ void Optimizer::set_learning_rate(double value) {
     throw InvalidArgument(fmt::format("{}: the learning rate follows a schedule and cannot be set", name_));
   }
   learning_rate_ = LearningRate(value);
-  if (learning_rate_value_.defined()) learning_rate_value_.assign(Tensor::scalar<double>(value).to(device_));
+  if (learning_rate_value_.defined())
+    learning_rate_value_.assign(Tensor::scalar<double>(value));  // copied to its device
 }
 
 std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradients) const {
@@ -183,7 +184,8 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients, const std:
     if (!clipped[i].defined()) continue;
     update(i, variables[i], clipped[i], lr, step);
   }
-  iterations_.assign_add(Tensor::scalar<int64_t>(1).to(device_));
+  // Where the counter is now: the trainer may have moved a restored optimizer's state since build().
+  iterations_.assign_add(Tensor::scalar<int64_t>(1).to(iterations_.value().device()));
 }
 
 namespace {

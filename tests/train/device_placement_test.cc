@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "nimbus/device/logical_devices.h"
+#include "nimbus/train/config.h"
 #include "support/config_training.h"
 
 namespace nimbus::train {
@@ -35,6 +36,28 @@ TEST_F(TrainerOnAnotherDevice, TheMlpConfigTrainsOnCpu1AsOnCpu0) {
   for (size_t i = 0; i < placed.weights.size(); ++i) {
     EXPECT_EQ(placed.weights[i].to_vector<float>(), reference.weights[i].to_vector<float>()) << "weight " << i;
   }
+}
+
+TEST_F(TrainerOnAnotherDevice, ACheckpointRestoredBeforeFitTrainsOnCpu1) {
+  // restore_checkpoint builds the optimizer on the host before fit places anything: its counter, rate
+  // and slots must follow the weights to cpu:1, and the host tensors of the file be copied there.
+  const std::string path = ::testing::TempDir() + "/device_placement_checkpoint.safetensors";
+  const nlohmann::json config = load_config("examples/fashion_mnist_mlp.yaml", {"runtime.device=cpu:1"});
+  configure_runtime_from_config(config);
+  const Tensor x = random_uniform({64, 28, 28, 1}, 0, 1);
+  const Tensor y = cast(random_uniform({64}, 0, 10, DType::kF64), DType::kU8);
+  FitOptions options;
+  options.verbose = 0;
+  {
+    Trainer first = compile_from_config(model_from_train_config(config), config);
+    first.fit(x, y, options);
+    first.save_checkpoint(path);
+  }
+  Trainer second = compile_from_config(model_from_train_config(config), config);
+  second.restore_checkpoint(path);
+  second.fit(x, y, options);
+  for (const Variable& v : second.optimizer().variables()) EXPECT_EQ(v.value().device(), Device::cpu(1)) << v.name();
+  EXPECT_EQ(second.optimizer().iterations().value().item<int64_t>(), 4);  // 2 steps before the save, 2 after
 }
 
 TEST_F(TrainerOnAnotherDevice, ADeviceThatDoesNotExistIsANamedError) {

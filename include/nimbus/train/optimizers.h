@@ -125,7 +125,6 @@ class Optimizer {
   bool built_ = false;
   Variable iterations_;
   Variable learning_rate_value_;  // f64 scalar, for constant rates
-  Device device_;                 // the variables' (set by build)
   std::vector<Variable> slots_;
   std::vector<uint64_t> variable_ids_;
 };
