@@ -82,8 +82,22 @@ void Variable::assign(const Tensor& new_value) {
                           new_value.shape().to_string() + " value to a " + std::string(dtype_name(s.value.dtype())) +
                           " " + s.value.shape().to_string() + " variable");
   }
+  const bool elsewhere = !new_value.is_symbolic() && new_value.device() != s.value.device();
+  const Tensor value = elsewhere ? new_value.to(s.value.device()) : new_value;
   const Tensor& condition = update_condition();
-  nimbus::assign(s.value, condition.defined() ? where(condition, new_value, s.value) : new_value);
+  nimbus::assign(s.value, condition.defined() ? where(condition, value, s.value) : value);
+}
+
+void Variable::place_on(Device device) {
+  (void)state();  // an undefined Variable throws
+  State& s = *state_;
+  if (s.value.device() == device) return;
+  Tensor placed = s.value.to(device);
+  VariableRegistry& registry = variable_registry();
+  std::lock_guard lock(registry.mutex);
+  registry.variables.erase(s.value.id());
+  registry.variables[placed.id()] = {s.name, s.trainable};
+  s.value = std::move(placed);
 }
 
 void Variable::assign_add(const Tensor& delta) { assign(add(state().value, delta)); }

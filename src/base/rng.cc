@@ -8,28 +8,13 @@
 #include <unordered_map>
 
 #include "nimbus/base/error.h"
+#include "nimbus/base/philox.h"
 
 namespace nimbus {
 
 std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
-  // Constants from the Random123 reference implementation.
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
-  uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n1 = static_cast<uint32_t>(p1);
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    const uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return {c0, c1, c2, c3};
+  const PhiloxBlock block = philox4x32_block(key, counter_hi, counter_lo);
+  return {block.words[0], block.words[1], block.words[2], block.words[3]};
 }
 
 double philox_uniform_double(uint64_t seed, uint64_t i) {

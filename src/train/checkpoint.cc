@@ -95,6 +95,8 @@ FitOptions Trainer::resumed(FitOptions options, const TrainingPosition& position
 void Trainer::save_checkpoint(const std::string& path) const {
   if (!model_.built()) throw InvalidArgument("save_checkpoint: the model is not built yet");
   auto span = profiler_->span(monitor::Span::kCheckpoint);
+  // The weights go to the trainer's device before the optimizer is built for them (it knows them by tensor).
+  for (Variable& v : model_.weights()) v.place_on(device());
   options_.optimizer->build(model_.trainable_weights());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const Variable& v : model_.weights()) tensors.emplace_back("model/" + v.name(), v.value());
@@ -137,6 +139,7 @@ TrainingPosition Trainer::restore_checkpoint(const std::string& path) {
   if (!model_.built()) {
     throw InvalidArgument("restore_checkpoint: build the model first (an InputLayer, or call it once)");
   }
+  for (Variable& v : model_.weights()) v.place_on(device());  // as in save_checkpoint
   options_.optimizer->build(model_.trainable_weights());
   auto names_under = [&](const std::string& prefix) {
     std::vector<std::string> names;

@@ -575,8 +575,6 @@ void check_training_device(const std::string& text) {
   } catch (const NotFound& e) {
     throw NotFound(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
   }
-  throw Unimplemented(fmt::format("runtime.device: {}: the trainer does not place models on a GPU yet", text),
-                      "train with runtime.device: cpu; ops and graph mode run on CUDA through the API");
 }
 
 }  // namespace
@@ -631,15 +629,30 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
   return model;
 }
 
+namespace {
+// runtime.strategy, or for a runtime.device other than cpu:0 (a GPU, a logical CPU), one replica
+// there (OneDevice): the trainer places the model, the optimizer's state and the batches on it.
+std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
+  auto strategy =
+      distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
+  const std::string text = runtime.at("device").get<std::string>();
+  const Device device = Device::parse(text);
+  if (device == Device::cpu()) return strategy;
+  if (strategy->name() != "one_device") {
+    throw Unimplemented(fmt::format("runtime.device: {} with runtime.strategy.type {}", text, strategy->name()),
+                        "one device only for now: drop runtime.strategy, or train on the CPU");
+  }
+  return distribute::OneDevice(device);
+}
+}  // namespace
+
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
   const Json& compile_section = config.at("compile");
   const Json& runtime = config.at("runtime");
-  return compile(std::move(model),
-                 {.optimizer = make_optimizer(compile_section.at("optimizer")),
-                  .loss = loss_from_config(compile_section.at("loss")),
-                  .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
-                  .strategy = distribute::strategy_from_config(runtime.value("strategy", Json()),
-                                                               runtime.at("threads").get<int>(), "config")});
+  return compile(std::move(model), {.optimizer = make_optimizer(compile_section.at("optimizer")),
+                                    .loss = loss_from_config(compile_section.at("loss")),
+                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
+                                    .strategy = strategy_of(runtime)});
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,

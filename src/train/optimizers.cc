@@ -46,7 +46,7 @@ class CosineDecaySchedule : public LearningRateSchedule {
     if (!options_.warmup_target || options_.warmup_steps <= 0) return decayed;
     const Tensor warmup = step * ((peak - options_.initial_learning_rate) / double(options_.warmup_steps)) +
                           options_.initial_learning_rate;
-    return where(less(step, f64(double(options_.warmup_steps))), warmup, decayed);
+    return where(less(step, scalar_like(step, double(options_.warmup_steps))), warmup, decayed);
   }
 
  private:
@@ -90,10 +90,14 @@ Optimizer::~Optimizer() = default;
 
 void Optimizer::build(const std::vector<Variable>& variables) {
   if (built_) return;
-  iterations_ = Variable(Tensor::scalar<int64_t>(0), name_ + "/iterations", false);
+  // The step counter and rate live with the variables (on a GPU too), so the update runs there whole.
+  // (Tensor::to, since Tensor::scalar's device argument keeps any CPU device as cpu:0.)
+  const Device device = variables.empty() ? Device::cpu() : variables[0].value().device();
+  iterations_ = Variable(Tensor::scalar<int64_t>(0).to(device), name_ + "/iterations", false);
   // A constant rate lives in a variable, so callbacks can change it between steps of a traced step function.
   if (!learning_rate_.is_schedule()) {
-    learning_rate_value_ = Variable(Tensor::scalar<double>(learning_rate_.at(0)), name_ + "/learning_rate", false);
+    learning_rate_value_ =
+        Variable(Tensor::scalar<double>(learning_rate_.at(0)).to(device), name_ + "/learning_rate", false);
   }
   for (size_t i = 0; i < variables.size(); ++i) {
     variable_ids_.push_back(variables[i].value().id());
@@ -125,7 +129,8 @@ void Optimizer::set_learning_rate(double value) {
     throw InvalidArgument(fmt::format("{}: the learning rate follows a schedule and cannot be set", name_));
   }
   learning_rate_ = LearningRate(value);
-  if (learning_rate_value_.defined()) learning_rate_value_.assign(Tensor::scalar<double>(value));
+  if (learning_rate_value_.defined())
+    learning_rate_value_.assign(Tensor::scalar<double>(value));  // copied to its device
 }
 
 std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradients) const {
@@ -135,7 +140,7 @@ std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradien
     for (Tensor& g : result) {
       if (!g.defined()) continue;
       const Tensor norm = sqrt(squared_norm(g));
-      g = g * cast(f64(limit) / maximum(norm, f64(limit)), g.dtype());
+      g = g * cast(scalar_like(norm, limit) / maximum(norm, scalar_like(norm, limit)), g.dtype());
     }
   } else if (clip_.global_clipnorm) {
     Tensor squares;
@@ -146,7 +151,7 @@ std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradien
     }
     if (!squares.defined()) return result;
     const Tensor global = sqrt(squares);
-    const Tensor limit = f64(*clip_.global_clipnorm);
+    const Tensor limit = scalar_like(global, *clip_.global_clipnorm);
     const Tensor factor = limit / maximum(global, limit);
     for (Tensor& g : result) {
       if (g.defined()) g = g * cast(factor, g.dtype());
@@ -179,7 +184,8 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients, const std:
     if (!clipped[i].defined()) continue;
     update(i, variables[i], clipped[i], lr, step);
   }
-  iterations_.assign_add(Tensor::scalar<int64_t>(1));
+  // Where the counter is now: the trainer may have moved a restored optimizer's state since build().
+  iterations_.assign_add(Tensor::scalar<int64_t>(1).to(iterations_.value().device()));
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "batch_source.h"
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
+#include "nimbus/device/batch_upload.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
@@ -237,7 +238,14 @@ void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
 
 // Model needs its weights before any tracing: a lazily built Sequential builds on one sample, eagerly.
 void ensure_model_built(const nn::Model& model, const Tensor& x) {
-  if (!model.built()) (void)model(gather_rows(x, {0}), false);
+  if (!model.built()) (void)model(gather_rows(x.to(Device::cpu()), {0}), false);
+}
+
+Tensor on(const Tensor& tensor, Device device) { return tensor.device() == device ? tensor : tensor.to(device); }
+
+std::vector<Tensor> on_host(std::vector<Tensor> tensors) {
+  for (Tensor& tensor : tensors) tensor = on(tensor, Device::cpu());
+  return tensors;
 }
 
 }  // namespace
@@ -327,10 +335,26 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
       body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
 }
 
+Device Trainer::device() const {
+  const distribute::Strategy* strategy = options_.strategy.get();
+  return strategy && strategy->num_replicas_in_sync() == 1 ? strategy->devices()[0] : Device::cpu();
+}
+
+void Trainer::place_on_device(const Tensor& x) {
+  ensure_model_built(model_, x);
+  // Before the first trace: placing gives each variable a new tensor, which traced graphs would not see.
+  const Device target = device();
+  for (Variable& variable : model_.weights()) variable.place_on(target);
+  if (loss_scale_) loss_scale_->place_on(target);
+  if (options_.optimizer->built()) {
+    for (Variable& variable : options_.optimizer->variables()) variable.place_on(target);
+  }
+}
+
 Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                               std::optional<bool> jit) {
   if (accumulation < 1) throw InvalidArgument(fmt::format("gradient_accumulation must be >= 1, got {}", accumulation));
-  ensure_model_built(model_, x);
+  place_on_device(x);
   options_.optimizer->build(model_.trainable_weights());
   const Steps::Key key{graph, jit, accumulation, distribute::current_replica() != nullptr};
   if (!steps_->train || !(steps_->train_key == key)) {
@@ -343,9 +367,11 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
 
 std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
                                             std::optional<bool> graph, std::optional<bool> jit) {
+  const Device target = device();
   std::vector<Tensor> outputs = options_.strategy && options_.strategy->num_replicas_in_sync() > 1
                                     ? run_replicated_train_step(x, y, accumulation, graph, jit)
-                                    : train_step(x, y, accumulation, graph, jit)({x, y});
+                                    : train_step(x, y, accumulation, graph, jit)({on(x, target), on(y, target)});
+  outputs = on_host(std::move(outputs));  // the logs' totals live on the host
   if (loss_scale_) loss_scale_->update(outputs.back().item<bool>());
   return outputs;
 }
@@ -353,7 +379,7 @@ std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, in
 const TracedGraph& Trainer::trace_train_step(const Tensor& x, const Tensor& y, int64_t gradient_accumulation,
                                              std::optional<bool> jit) {
   check_data(x, y, "trace_train_step");
-  return train_step(x, y, gradient_accumulation, std::nullopt, jit).traced_for({x, y});
+  return train_step(x, y, gradient_accumulation, std::nullopt, jit).traced_for({on(x, device()), on(y, device())});
 }
 
 void Trainer::release_step_memory() {
@@ -363,7 +389,7 @@ void Trainer::release_step_memory() {
 }
 
 Function& Trainer::test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph, std::optional<bool> jit) {
-  ensure_model_built(model_, x);
+  place_on_device(x);
   const Steps::Key key{graph, jit, 1};
   if (!steps_->test || !(steps_->test_key == key)) {
     steps_->test_key = key;
@@ -384,7 +410,7 @@ Function& Trainer::test_step(const Tensor& x, const Tensor& y, std::optional<boo
 
 const TracedGraph& Trainer::trace_test_step(const Tensor& x, const Tensor& y, std::optional<bool> jit) {
   check_data(x, y, "trace_test_step");
-  return test_step(x, y, std::nullopt, jit).traced_for({x, y});
+  return test_step(x, y, std::nullopt, jit).traced_for({on(x, device()), on(y, device())});
 }
 
 void Trainer::accumulate_step(const std::vector<Tensor>& outputs, int64_t samples) {
@@ -487,6 +513,13 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   double measured_seconds = 0;
   int64_t measured_samples = 0;
   int64_t total_steps = 0;
+  // Batches for another device go through its uploader (CUDA: pinned, double-buffered copies on the
+  // copy stream), one per tensor of the batch, so each stays valid until the upload after next.
+  std::unique_ptr<BatchUpload> x_upload, y_upload;
+  if (device() != Device::cpu()) {
+    x_upload = make_batch_upload(device());
+    y_upload = make_batch_upload(device());
+  }
   for (auto& callback : callbacks) callback->on_train_begin(*this);
   for (int epoch = options.initial_epoch + 1; epoch <= options.epochs && !stop_training; ++epoch) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
@@ -503,6 +536,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       {
         auto span = profiler_->span(monitor::Span::kInputWait);
         batch = batches.next();
+        if (batch && x_upload) batch = std::make_pair(x_upload->upload(batch->first), y_upload->upload(batch->second));
       }
       if (!batch) break;  // the pipeline ended the epoch (the next begin_step drops the open record)
       const auto& [x_batch, y_batch] = *batch;
@@ -598,13 +632,16 @@ Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& 
   for (int64_t begin = 0; begin < end; begin += micro_batch) {
     const int64_t piece_end = std::min(end, begin + micro_batch);
     const Tensor x_piece = rows(x, begin, piece_end), y_piece = rows(y, begin, piece_end);
-    accumulate_step(test_step(x_piece, y_piece, options.graph, options.jit)({x_piece, y_piece}), piece_end - begin);
+    // The logs' totals live on the host.
+    accumulate_step(on_host(test_step(x_piece, y_piece, options.graph,
+                                      options.jit)({on(x_piece, device()), on(y_piece, device())})),
+                    piece_end - begin);
   }
   return current_logs("");
 }
 
 Function& Trainer::predict_step(const Tensor& x, std::optional<bool> graph, std::optional<bool> jit) {
-  ensure_model_built(model_, x);
+  place_on_device(x);
   const Steps::Key key{graph, jit, 1};
   if (!steps_->predict || !(steps_->predict_key == key)) {
     steps_->predict_key = key;
@@ -617,7 +654,7 @@ Function& Trainer::predict_step(const Tensor& x, std::optional<bool> graph, std:
 
 const TracedGraph& Trainer::trace_predict_step(const Tensor& x, std::optional<bool> jit) {
   check_data(x, Tensor(), "trace_predict_step");
-  return predict_step(x, std::nullopt, jit).traced_for({x});
+  return predict_step(x, std::nullopt, jit).traced_for({on(x, device())});
 }
 
 Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
@@ -631,7 +668,8 @@ Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
   Function& step_function = predict_step(x, options.graph, options.jit);
   std::vector<Tensor> pieces;
   for (int64_t begin = 0; begin < end; begin += micro_batch) {
-    pieces.push_back(step_function({rows(x, begin, std::min(end, begin + micro_batch))})[0]);
+    pieces.push_back(
+        on(step_function({on(rows(x, begin, std::min(end, begin + micro_batch)), device())})[0], Device::cpu()));
   }
   return pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
 }

@@ -109,7 +109,7 @@ TEST(CudaFusion, TheSourceReadsEachInputByItsBroadcast) {
   const Shape shape{4, 3};
   const std::vector<TensorSpec> inputs = {{shape}, {Shape{3}}, {Shape{}}, {Shape{4, 1}}};
   const FusedKernelSource kernel = generate_fused_kernel(*program, inputs, shape);
-  EXPECT_THAT(kernel.source, HasSubstr("const float i0 = static_cast<const float*>(a.inputs[0])[i];"));
+  EXPECT_THAT(kernel.source, HasSubstr("const float i0 = nimbus_load(static_cast<const float*>(a.inputs[0])[i]);"));
   EXPECT_THAT(kernel.source, HasSubstr("[i % a.periods[1]]"));
   EXPECT_THAT(kernel.source, HasSubstr("static_cast<const float*>(a.inputs[2])[0]"));
   EXPECT_THAT(kernel.source, HasSubstr("[nimbus_offset(i, a, 3)]"));
@@ -132,40 +132,56 @@ TEST(CudaFusion, TheSourceReadsEachInputByItsBroadcast) {
   EXPECT_EQ(args.strides[3][1], 0);
 }
 
-// Every op the generator knows, in one program, compiles: single ops on CUDA run through it too.
-TEST(CudaFusion, EveryOpWithACudaExpressionCompiles) {
+// Every op the generator knows, for every dtype its CUDA kernel is registered for, compiles: one
+// program per dtype with an instruction per op (and a cast to every dtype). Single ops on CUDA run
+// through the same generator, so this covers them too; infer_outputs checks each dtype is one the
+// op's schema takes.
+TEST(CudaFusion, EveryOpWithACudaExpressionCompilesInEachOfItsDtypes) {
   const Shape shape{8};
-  const std::vector<TensorSpec> inputs = {{shape}, {shape}, {shape}, {shape, DType::kBool}};
-  auto program = std::make_shared<ExpressionProgram>();
-  for (const std::string& name : ops_with_cuda_expressions()) {
-    const OpSchema& op = OpRegistry::global().get(name);
-    ExpressionInstruction instruction{.op = &op};
-    if (name == "clip") instruction.attrs = Attrs{{"low", -1.0}, {"high", 1.0}};
-    if (name == "gelu") instruction.attrs = Attrs{{"approximate", std::string("tanh")}};
-    if (name == "gelu_backward") instruction.attrs = Attrs{{"approximate", std::string("none")}};
-    const bool logical = name.starts_with("logical_");
-    for (int i = 0; i < op.num_inputs; ++i) instruction.operands.push_back({true, logical ? 3 : i});
-    if (name == "where") instruction.operands = {{true, 3}, {true, 0}, {true, 1}};
-    std::vector<TensorSpec> specs;
-    for (const ExpressionOperand& operand : instruction.operands)
-      specs.push_back(inputs[static_cast<size_t>(operand.index)]);
-    instruction.dtype = infer_outputs(op, specs, instruction.attrs).at(0).dtype;
-    program->instructions.push_back(std::move(instruction));
+  for (const DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<TensorSpec> inputs = {{shape, dtype}, {shape, dtype}, {shape, dtype}, {shape, DType::kBool}};
+    auto program = std::make_shared<ExpressionProgram>();
+    auto add_instruction = [&](const OpSchema& op, Attrs attrs) {
+      ExpressionInstruction instruction{.op = &op, .attrs = std::move(attrs)};
+      const bool logical = op.name.starts_with("logical_");
+      for (int i = 0; i < op.num_inputs; ++i) instruction.operands.push_back({true, logical ? 3 : i});
+      if (op.name == "where") instruction.operands = {{true, 3}, {true, 0}, {true, 1}};
+      std::vector<TensorSpec> specs;
+      for (const ExpressionOperand& operand : instruction.operands)
+        specs.push_back(inputs[static_cast<size_t>(operand.index)]);
+      instruction.dtype = infer_outputs(op, specs, instruction.attrs).at(0).dtype;
+      program->instructions.push_back(std::move(instruction));
+    };
+    for (const std::string& name : ops_with_cuda_expressions()) {
+      const OpSchema& op = OpRegistry::global().get(name);
+      const DType dispatch = name == "where" ? dtype : name.starts_with("logical_") ? DType::kBool : dtype;
+      if (op.kernels(DeviceType::kCUDA, dispatch).empty()) continue;
+      if (name == "cast") {
+        for (const DType to : kAllDTypes) add_instruction(op, Attrs{{"dtype", to}});
+        continue;
+      }
+      Attrs attrs;
+      if (name == "clip") attrs = Attrs{{"low", -1.0}, {"high", 1.0}};
+      if (name == "gelu") attrs = Attrs{{"approximate", std::string("tanh")}};
+      if (name == "gelu_backward") attrs = Attrs{{"approximate", std::string("none")}};
+      add_instruction(op, std::move(attrs));
+    }
+    for (int k = 0; k < kMaxFusedOutputs; ++k)
+      program->outputs.push_back(static_cast<int>(program->instructions.size()) - 1 - k);
+    ASSERT_GE(program->instructions.size(), dtype == DType::kBool ? 10u : 14u);
+    const FusedKernelSource kernel = generate_fused_kernel(*program, inputs, shape);
+    EXPECT_THAT(nvrtc_compile(kernel.source, kernel.name, "compute_75"), HasSubstr(".entry " + kernel.name));
   }
-  for (int k = 0; k < kMaxFusedOutputs; ++k)
-    program->outputs.push_back(static_cast<int>(program->instructions.size()) - 1 - k);
-  ASSERT_GE(program->instructions.size(), 30u);
-  const FusedKernelSource kernel = generate_fused_kernel(*program, inputs, shape);
-  EXPECT_THAT(nvrtc_compile(kernel.source, kernel.name, "compute_75"), HasSubstr(".entry " + kernel.name));
 }
 
 TEST(CudaFusion, AnOpWithoutAnExpressionIsANamedError) {
   auto program = std::make_shared<ExpressionProgram>();
-  program->instructions = {{.op = &OpRegistry::global().get("cast"), .operands = {{true, 0}}}};
+  program->instructions = {{.op = &OpRegistry::global().get("softmax"), .operands = {{true, 0}}}};
   program->outputs = {0};
   const std::vector<TensorSpec> inputs = {{Shape{2}}};
   EXPECT_THAT([&] { generate_fused_kernel(*program, inputs, Shape{2}); },
-              ::testing::ThrowsMessage<Unimplemented>(HasSubstr("no CUDA expression for op 'cast'")));
+              ::testing::ThrowsMessage<Unimplemented>(HasSubstr("no CUDA expression for op 'softmax'")));
 }
 
 TEST(CudaFusion, NvrtcKnowsTheDefaultArchitectures) {

@@ -124,6 +124,16 @@ TEST_P(CudaOpHalf, MatchesTheCpuReference) {
   expect_cuda_matches_reference(GetParam().op_case, GetParam().dtype, 1e-2);
 }
 
+// f64: the elementwise ops' generated kernels in double (the optimizer's step scalars), and the other
+// kernels that take it, at the case's own tolerance.
+class CudaOpF64 : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOpF64, MatchesTheCpuReference) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  expect_cuda_matches_reference(GetParam(), DType::kF64, GetParam().forward_tolerance);
+}
+
 // TF32 (runtime.allow_tf32): f32 operands rounded to a 10-bit mantissa inside the matmul, the 3e-4.
 class CudaOpTf32 : public ::testing::TestWithParam<OpCase> {};
 
@@ -149,6 +159,7 @@ std::vector<OpCase> matmul_cases() {
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF32)), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOpF64, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF64)), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpTf32, ::testing::ValuesIn(matmul_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpHalf, ::testing::ValuesIn(half_cases()),
                          [](const ::testing::TestParamInfo<HalfCase>& info) {
@@ -158,7 +169,18 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaOpHalf, ::testing::ValuesIn(half_cases()),
 TEST(CudaHarness, CoversTheElementwiseOps) {
   // Runs without a GPU: the harness has cases to run once one is present.
   EXPECT_GE(cases_with_cuda_kernels(DType::kF32).size(), 30u);
-  EXPECT_GE(cases_with_cuda_kernels(DType::kBF16).size(), 2u);  // matmul, fused_matmul
+  EXPECT_GE(cases_with_cuda_kernels(DType::kBF16).size(), 20u);  // matmul, fused_matmul, the elementwise ops
+  EXPECT_GE(cases_with_cuda_kernels(DType::kF16).size(), 20u);
+  EXPECT_GE(cases_with_cuda_kernels(DType::kF64).size(), 20u);
+}
+
+TEST(CudaHarness, CoversTheLayoutIndexNormAndDropoutKernels) {
+  std::set<std::string> covered;
+  for (const OpCase& c : cases_with_cuda_kernels(DType::kF32)) covered.insert(c.op);
+  for (const char* op : {"transpose", "slice", "pad", "concat", "gather", "scatter_add", "argmax", "layer_norm",
+                         "layer_norm_backward", "dropout_mask", "cast"}) {
+    EXPECT_TRUE(covered.count(op)) << op;
+  }
 }
 
 TEST(CudaHarness, CoversTheDataMovementOpsOfTheTrainingSteps) {

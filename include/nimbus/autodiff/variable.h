@@ -23,9 +23,14 @@ class Variable {
   // The variable's tensor. Its identity never changes, so gradient tapes and
   // traced graphs can refer to it; assign() overwrites its elements.
   const Tensor& value() const;
+  // A concrete value on another device is copied to the variable's first (a checkpoint's host tensors).
   void assign(const Tensor& new_value);
   void assign_add(const Tensor& delta);
   void assign_sub(const Tensor& delta);
+
+  // Moves the variable to `device`: its value becomes a copy there, with a new identity, so call it
+  // before any tape or traced function refers to the variable (the trainer does, before tracing).
+  void place_on(Device device);
 
   const std::string& name() const;
   bool trainable() const;

@@ -35,6 +35,8 @@ class DynamicLossScale {
 
   // The scale as an f32 scalar variable, which a traced step reads by reference.
   const Variable& variable() const { return scale_; }
+  // Moves the scale to the device the trainer runs on (before its step is traced).
+  void place_on(Device device) { scale_.place_on(device); }
   double scale() const;
   // Finite steps since the scale last changed.
   int64_t good_steps() const { return good_steps_; }

@@ -196,6 +196,9 @@ class Trainer {
   const nn::Model& model() const { return model_; }
   // The compile options' strategy; null: one device.
   distribute::Strategy* strategy() const { return options_.strategy.get(); }
+  // Where the model, the optimizer's state and each batch live: a one-replica strategy's device
+  // (OneDevice(Device::cuda()), runtime.device: cuda), else the CPU. Steps' logs come back to the host.
+  Device device() const;
   Optimizer& optimizer() { return *options_.optimizer; }
   // The dynamic loss scale, or null when the trainer does not scale the loss.
   DynamicLossScale* loss_scale() const { return loss_scale_.get(); }
@@ -267,6 +270,9 @@ class Trainer {
                                                 std::optional<bool> graph, std::optional<bool> jit);
   Function& train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                        std::optional<bool> jit);
+  // Builds the model if needed (on one sample of x) and moves its weights, the loss scale and a built
+  // optimizer's state to device().
+  void place_on_device(const Tensor& x);
   std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
                                      std::optional<bool> jit);
   Function& test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph, std::optional<bool> jit);

@@ -66,4 +66,10 @@ Tensor BatchUploader::upload(const Tensor& host) {
   return Tensor::view(slot.device_buffer, 0, host.shape(), host.dtype());
 }
 
+namespace {
+const bool kRegistered =
+    (register_batch_upload(DeviceType::kCUDA, [](int device) { return std::make_unique<BatchUploader>(device); }),
+     true);
+}  // namespace
+
 }  // namespace nimbus::cuda

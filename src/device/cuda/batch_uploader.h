@@ -11,6 +11,7 @@
 #include <array>
 #include <memory>
 
+#include "nimbus/device/batch_upload.h"
 #include "nimbus/tensor/tensor.h"
 #include "src/device/cuda/cuda_stream.h"
 
@@ -31,11 +32,12 @@ class PinnedHostBuffer {
   size_t bytes_ = 0;
 };
 
-class BatchUploader {
+// The trainer's uploader for CUDA devices (nimbus/device/batch_upload.h): one per tensor of the batch.
+class BatchUploader final : public BatchUpload {
  public:
   explicit BatchUploader(int device);
   // A device copy of `host` (a contiguous CPU tensor). Its memory is reused two uploads later.
-  Tensor upload(const Tensor& host);
+  Tensor upload(const Tensor& host) override;
 
  private:
   struct Slot {

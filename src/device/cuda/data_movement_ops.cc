@@ -4,14 +4,13 @@
 // assign (a variable update that fusion did not fold into its producer).
 // fill and one_hot launch src/device/cuda/kernels/data_movement_kernels.cu;
 // the copies are cudaMemcpyAsync on the op's stream.
-#include <cstring>
-
 #include "nimbus/base/dtype.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
 #include "src/device/cuda/cuda_stream.h"
 #include "src/device/cuda/kernels/kernels.h"
+#include "src/device/cuda/value_pattern.h"
 #include "src/ops/internal/copy.h"
 
 namespace nimbus::cuda {
@@ -20,13 +19,7 @@ namespace {
 void fill(KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];
   if (out.numel() == 0) return;
-  // The value's bytes in the output's dtype, converted on the host as the reference kernel does.
-  uint64_t pattern = 0;
-  visit_dtype(out.dtype(), [&]<typename T>() {
-    const T value = from_double<T>(ctx.attrs.get_float("value"));
-    static_assert(sizeof(T) <= sizeof(pattern));
-    std::memcpy(&pattern, &value, sizeof(T));
-  });
+  const uint64_t pattern = value_pattern(out.dtype(), ctx.attrs.get_float("value"));
   CudaStream& stream = cuda_stream(ctx.stream);
   NIMBUS_CUDA_CHECK(kernels::fill(out.raw_data(), out.numel(), static_cast<int>(dtype_size(out.dtype())), pattern,
                                   multiprocessor_count(stream.device().index), stream.handle()));

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "nimbus/ops/fused_elementwise.h"
 #include "nimbus/ops/registry.h"
@@ -14,6 +15,7 @@
 #include "src/device/cuda/cuda_stream.h"
 #include "src/device/cuda/fused_codegen.h"
 #include "src/device/cuda/kernel_cache.h"
+#include "src/ops/internal/elementwise_defs.h"
 
 namespace nimbus::cuda {
 namespace {
@@ -89,38 +91,43 @@ void single_op_kernel(KernelContext& ctx) {
   const std::string key = fmt::format("{}({}) -> {}{}", ctx.op.name, ctx.attrs.to_string(),
                                       dtype_name(ctx.outputs[0].dtype()), feed_key(inputs, shape));
   const FusedKernelSource& source = kernel_for(key, [&] {
-    auto program = std::make_shared<ExpressionProgram>();
-    ExpressionInstruction instruction{
-        .op = &ctx.op, .attrs = ctx.attrs, .operands = {}, .dtype = ctx.outputs[0].dtype()};
-    for (size_t i = 0; i < inputs.size(); ++i) instruction.operands.push_back({true, static_cast<int>(i)});
-    program->instructions.push_back(std::move(instruction));
-    program->outputs = {0};
-    return CachedKernel{program, generate_fused_kernel(*program, inputs, shape)};
+    return CachedKernel{nullptr, single_op_source(ctx.op, ctx.attrs, inputs, ctx.outputs[0].dtype(), shape)};
   });
   launch(ctx, source, inputs, shape);
 }
 
-bool f32_or_bool_only(const KernelContext& ctx) {
-  auto fits = [](const Tensor& t) { return t.dtype() == DType::kF32 || t.dtype() == DType::kBool; };
-  return std::all_of(ctx.inputs.begin(), ctx.inputs.end(), fits) &&
-         std::all_of(ctx.outputs.begin(), ctx.outputs.end(), fits);
+// The dtypes each op's CUDA kernel takes: those of its CPU reference kernel (src/ops), all of which the
+// generated code has a type for. Listed here rather than read from the registry, whose CPU entries
+// may register after these (static initializers run in no fixed order across files).
+std::vector<DType> cuda_dtypes(const std::string& op) {
+  using internal::kFloatingDTypes, internal::kNumericDTypes;
+  static const std::set<std::string, std::less<>> all = {"cast",    "identity",     "stop_gradient", "where",
+                                                         "equal",   "not_equal",    "less",          "less_equal",
+                                                         "greater", "greater_equal"};
+  static const std::set<std::string, std::less<>> numeric = {"add", "sub", "mul", "maximum", "minimum", "clip"};
+  static const std::set<std::string, std::less<>> signed_numeric = {"neg", "abs", "sign", "square"};
+  if (op == "logical_and" || op == "logical_or" || op == "logical_not") return {DType::kBool};
+  if (all.count(op)) return {std::begin(kAllDTypes), std::end(kAllDTypes)};
+  if (numeric.count(op)) return internal::dtype_list(kNumericDTypes);
+  if (signed_numeric.count(op)) {
+    return {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64};
+  }
+  return internal::dtype_list(kFloatingDTypes);
 }
 
 const bool kRegistered = [] {
-  const std::vector<DType> dtypes = {DType::kF32, DType::kBool};
+  // Graph mode fuses f32, f16, bf16 and bool ops; the generated code takes every dtype.
   register_kernel("fused_elementwise", {.name = "nvrtc",
                                         .device = DeviceType::kCUDA,
-                                        .dtypes = dtypes,
+                                        .dtypes = {std::begin(kAllDTypes), std::end(kAllDTypes)},
                                         .priority = 1,
-                                        .fn = fused_kernel,
-                                        .supports = f32_or_bool_only});
+                                        .fn = fused_kernel});
   for (const std::string& op : ops_with_cuda_expressions()) {
     register_kernel(op, {.name = "nvrtc",
                          .device = DeviceType::kCUDA,
-                         .dtypes = dtypes,
+                         .dtypes = cuda_dtypes(op),
                          .priority = 1,
-                         .fn = single_op_kernel,
-                         .supports = f32_or_bool_only});
+                         .fn = single_op_kernel});
   }
   return true;
 }();

@@ -57,6 +57,10 @@ FeedKind feed_kind(const Shape& input, const Shape& output);
 FusedKernelSource generate_fused_kernel(const ExpressionProgram& program, std::span<const TensorSpec> inputs,
                                         const Shape& shape);
 
+// One op as a one-instruction program reading each input once (how single elementwise ops run on CUDA).
+FusedKernelSource single_op_source(const OpSchema& op, const Attrs& attrs, std::span<const TensorSpec> inputs,
+                                   DType output, const Shape& shape);
+
 // The argument for a launch over `inputs` and `outputs` (device pointers) at `shape`.
 FusedArgs fused_args(std::span<const TensorSpec> inputs, std::span<const void* const> input_data,
                      std::span<void* const> output_data, const Shape& shape);
