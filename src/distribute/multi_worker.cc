@@ -181,8 +181,8 @@ class MpiCollectives final : public Collectives {
       if (!peers_arrived) peers_arrived = all_peers_arrived(std::span(requests).subspan(first_arrival));
       // Each test advances the collective's schedule by a step (OpenMPI has no progress thread): yield
       // between tests while it moves (every peer is here, or the wait is young), and back off to sleeps
-      // of up to 1 ms only while a peer is still computing. A large buffer takes many rounds; a sleep
-      // per round made a 32 MiB all-reduce take 180 ms instead of 13.
+      // of up to 1 ms only while a peer is still computing: a large buffer takes many rounds, and a
+      // sleep between two of them would hold up every peer.
       if (peers_arrived || std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20)) {
         std::this_thread::yield();
         continue;
