@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <string>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,9 +18,8 @@
 #include "replica_scope.h"
 
 #if NIMBUS_MPI
-#include <mpi.h>
-
 #include <malloc.h>
+#include <mpi.h>
 
 #include <atomic>
 #include <mutex>

@@ -56,6 +56,7 @@ void queue_read(CudaStream& compute, void* target, const void* source, size_t by
 }
 
 TEST(CudaStreamOrder, AnotherStreamNeverWritesABlockBeforeTheFreeingStreamHasReadIt) {
+  // Real CUDA streams and events need a GPU; the `gpu` label runs this where one is lent.
   if (!has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "no CUDA device: real streams and events need a GPU";
   BfcAllocator allocator("cuda:0", make_cuda_sub_allocator(0));
   CudaStream compute(0), copy(0);
@@ -86,6 +87,7 @@ TEST(CudaStreamOrder, AnotherStreamNeverWritesABlockBeforeTheFreeingStreamHasRea
 }
 
 TEST(CudaStreamOrder, PlainFreesOnTheDefaultStreamHoldBackAnotherStreamOnTheDevice) {
+  // Real CUDA streams and events need a GPU; the `gpu` label runs this where one is lent.
   if (!has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "no CUDA device: real streams and events need a GPU";
   BfcAllocator allocator("cuda:0", make_cuda_sub_allocator(0));
   CudaStream compute(0), copy(0);
