@@ -46,6 +46,11 @@ FunctionOptions chain_options(std::string name, bool jit) {
   return options;
 }
 
+double median(std::vector<double> values) {
+  std::ranges::nth_element(values, values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2));
+  return values[values.size() / 2];
+}
+
 // Median seconds per kernel of a traced chain of kChain kernels.
 double seconds_per_kernel(const Function& chain, const std::vector<Tensor>& inputs) {
   chain(inputs);  // trace and warm up
@@ -56,8 +61,7 @@ double seconds_per_kernel(const Function& chain, const std::vector<Tensor>& inpu
     chain(inputs);
     runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::ranges::nth_element(runs, runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2));
-  return runs[runs.size() / 2] / kChain;
+  return median(std::move(runs)) / kChain;
 }
 
 // A kernel's fixed cost is its time on a tiny input; its rate is the work of a large input over the
@@ -140,6 +144,7 @@ double fused_instructions_per_second() {
 constexpr std::array<int64_t, 3> kProbeBatches = {32, 96, 256};
 constexpr int kProbeShortSteps = 25;
 constexpr int kProbeLongSteps = 125;
+constexpr int kProbeRounds = 3;
 
 nlohmann::json probe_config(const std::filesystem::path& dir, int64_t batch, int steps) {
   const nlohmann::json config = {
@@ -238,6 +243,27 @@ ProbeStep probe_step(const std::filesystem::path& dir, int64_t batch) {
   return step;
 }
 
+// Each figure of a batch's step, and of each of its ops, is the median over the rounds.
+ProbeStep median_step(const std::vector<ProbeStep>& rounds) {
+  const auto median_of = [&](const auto& field) {
+    std::vector<double> values;
+    for (const ProbeStep& round : rounds) values.push_back(field(round));
+    return median(values);
+  };
+  ProbeStep step{.seconds = median_of([](const ProbeStep& r) { return r.seconds; }),
+                 .kernel_seconds = median_of([](const ProbeStep& r) { return r.kernel_seconds; }),
+                 .input_seconds = median_of([](const ProbeStep& r) { return r.input_seconds; })};
+  for (const std::string& key : rounds.front().ops | std::views::keys) {
+    const auto op_median = [&](double OpStep::*field) {
+      return median_of([&](const ProbeStep& r) { return r.ops.contains(key) ? r.ops.at(key).*field : 0.0; });
+    };
+    step.ops[key] = {.kernels = op_median(&OpStep::kernels),
+                     .seconds = op_median(&OpStep::seconds),
+                     .work = op_median(&OpStep::work)};
+  }
+  return step;
+}
+
 void calibrate_with_probe(CalibrationProfile& profile) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("nimbus-calibration-{}", getpid());
@@ -250,8 +276,14 @@ void calibrate_with_probe(CalibrationProfile& profile) {
   data::write_idx((dir / "images.idx").string(), cast(random_uniform({samples, 16, 16}, 0, 256), DType::kU8));
   data::write_idx((dir / "labels.idx").string(), cast(random_uniform({samples}, 0, 10), DType::kU8));
 
+  // Rounds over all batches in turn, so a busy moment of the machine lands on one round of each batch and
+  // the median leaves it out (one round's predictions moved by up to 35% from the next's).
+  std::vector<std::vector<ProbeStep>> rounds(kProbeBatches.size());
+  for (int round = 0; round < kProbeRounds; ++round) {
+    for (size_t i = 0; i < kProbeBatches.size(); ++i) rounds[i].push_back(probe_step(dir, kProbeBatches[i]));
+  }
   std::vector<ProbeStep> steps;
-  for (const int64_t batch : kProbeBatches) steps.push_back(probe_step(dir, batch));
+  for (const std::vector<ProbeStep>& batch_rounds : rounds) steps.push_back(median_step(batch_rounds));
   for (const std::string& op : steps.front().ops | std::views::keys) {
     // (work, seconds) per kernel at each batch where the op ran.
     std::vector<std::pair<double, double>> sizes;
