@@ -3,7 +3,7 @@
 #include <set>
 #include <string>
 
-#include "nimbus/data/idx.h"
+#include "nimbus/train/data_config.h"
 #include "nimbus/train/input_cost.h"
 #include "nimbus/train/memory_check.h"
 
@@ -64,7 +64,7 @@ InputWork input_work_from_config(const nlohmann::json& config) {
 }
 
 int64_t training_samples(const nlohmann::json& config) {
-  return data::read_idx(config.at("data").at("train").at("labels").get<std::string>()).dim(0);
+  return train::split_example_count(config.at("data").at("train"));
 }
 
 }  // namespace nimbus::plan

@@ -184,9 +184,18 @@ std::vector<std::string> worth_of(const Workload& work, const std::optional<Work
       lines.push_back(
           change_line("mixed precision (" + precision_name(best.precision) + ")", *fp32, best, request.spot));
     }
-  } else {
+  } else if (const auto mixed = std::ranges::find_if(request.precisions,
+                                                     [&](Precision p) {
+                                                       return p != Precision::kFloat32 && c.device.supports(p) &&
+                                                              !dominated(c.device, p, request);
+                                                     });
+             mixed == request.precisions.end()) {
     lines.emplace_back(
         fmt::format("mixed precision: {} has no faster reduced-precision unit in the catalog", best.device));
+  } else if (auto with_mixed = plan_for(work, c, best.nodes, *mixed, batch, request)) {
+    // Ranked below float32 (or level with it): say why it does not pay here.
+    lines.push_back(change_line("mixed precision (" + precision_name(*mixed) + ")", best, *with_mixed, request.spot) +
+                    fmt::format(" (the step is bound by {})", bottleneck_name(with_mixed->step.bottleneck)));
   }
   if (unfused) {
     if (auto plain = plan_for(*unfused, c, best.nodes, best.precision, batch, request)) {

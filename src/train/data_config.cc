@@ -11,6 +11,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/data/decode.h"
 #include "nimbus/data/example.h"
+#include "nimbus/data/idx.h"
 #include "nimbus/data/image_ops.h"
 #include "nimbus/data/tfrecord.h"
 
@@ -400,6 +401,19 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
     component_index(components, name.get<std::string>(), where(section + ".x") + ": " + section + ".x");
   }
   component_index(components, split.value("y", std::string("label")), where(section + ".y") + ": " + section + ".y");
+}
+
+int64_t split_example_count(const nlohmann::json& split) {
+  if (!is_pipeline_split(split)) return data::read_idx(split.at("labels").get<std::string>()).dim(0);
+  // A TFRecord source's records alone: parsing them does not change how many there are.
+  const std::vector<std::string> paths =
+      source_of(split) == "tfrecord" ? expand(split.at("files")) : std::vector<std::string>{};
+  const Dataset records =
+      paths.empty() ? source_dataset(split, 1) : Dataset::tfrecord(paths, compression_of(split, paths));
+  if (const int64_t known = records.cardinality(); known >= 0) return known;
+  int64_t count = 0;
+  for (data::Iterator it = records.iterator(); it.next();) ++count;
+  return count;
 }
 
 data::Dataset dataset_from_config(const nlohmann::json& split, const std::string& section, int64_t batch_size,

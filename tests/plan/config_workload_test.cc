@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "nimbus/data/example.h"
+#include "nimbus/data/tfrecord.h"
 #include "nimbus/train/config.h"
 #include "nimbus/train/memory_check.h"
 #include "tests/support/run_command.h"
@@ -61,6 +65,25 @@ nlohmann::json mlp_with_pipeline(const std::string& steps) {
           "]\n"
           "fit: {batch_size: 64}\n",
       "test config");
+}
+
+TEST(ConfigWorkload, TrainingSamplesCountsAPipelinesExamples) {
+  EXPECT_EQ(training_samples(mlp_with_pipeline("")), 60000);
+  // TFRecord shards do not say how many records they hold: they are counted.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "nimbus_plan_tfrecord";
+  std::filesystem::create_directories(dir);
+  for (const auto& [shard, records] : {std::pair{"train-0.tfrecord.gz", 7}, std::pair{"train-1.tfrecord.gz", 5}}) {
+    data::TFRecordWriter out((dir / shard).string(), data::Compression::kGzip);
+    for (int i = 0; i < records; ++i) {
+      out.write(data::serialize_example(
+          {{"image", data::BytesList{{std::string(784, '\x7f')}}}, {"label", data::Int64List{{i % 10}}}}));
+    }
+    out.close();
+  }
+  nlohmann::json config = train::load_config("examples/fashion_mnist_tfrecord.yaml");
+  config["data"]["train"]["files"] = (dir / "train-*.tfrecord.gz").string();
+  EXPECT_EQ(training_samples(config), 12);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(InputWork, RowsInMemoryAreGatheredInTheStepAndAPipelinesMapCostsPerSample) {

@@ -300,5 +300,19 @@ TEST(Planner, WorthLinesCoverPrecisionBatchAndSpot) {
   EXPECT_THAT(result.worth.back(), HasSubstr("spot:"));
 }
 
+TEST(Planner, MixedPrecisionThatDoesNotPaySaysWhatBoundsTheStep) {
+  // Input-bound on a T4: float16's Tensor Cores leave the step as long, so float32 ranks first.
+  Workload work = Workload::from_totals({.parameters = 1e5, .flops_per_sample = 2e6});
+  work.input.seconds_per_sample = 1e-3;
+  const PlanResult result =
+      make_plans(work, shipped(), {.samples = 1'000'000, .batch_size = 256, .gpus = {"T4"}}, work);
+  ASSERT_FALSE(result.plans.empty());
+  ASSERT_EQ(result.plans.front().precision, Precision::kFloat32);
+  ASSERT_FALSE(result.worth.empty());
+  EXPECT_THAT(result.worth[0], HasSubstr("mixed precision (mixed_float16)"));
+  EXPECT_THAT(result.worth[0], HasSubstr("bound by input")) << result.worth[0];
+  EXPECT_THAT(result.worth[0], ::testing::Not(HasSubstr("no faster"))) << result.worth[0];
+}
+
 }  // namespace
 }  // namespace nimbus::plan

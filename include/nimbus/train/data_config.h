@@ -52,6 +52,11 @@ bool is_pipeline_split(const nlohmann::json& split);
 void check_pipeline_split(const nlohmann::json& split, const std::string& section,
                           const std::function<std::string(const std::string&)>& where);
 
+// How many examples a training or validation split holds: the IDX shorthand's labels, or the elements of a
+// pipeline's source before its steps (a count of the records where the source does not know it: TFRecord,
+// CSV). Reads every record of such a source, without parsing it.
+int64_t split_example_count(const nlohmann::json& split);
+
 // The split's pipeline: elements are (x, y) batches of batch_size. `seed` seeds shuffle and the
 // random ops unless the split gives its own `seed`.
 data::Dataset dataset_from_config(const nlohmann::json& split, const std::string& section, int64_t batch_size,
