@@ -12,9 +12,9 @@
 #include <random>
 
 #include "batch_source.h"
+#include "device_batches.h"
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
-#include "nimbus/device/batch_upload.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
@@ -365,12 +365,15 @@ Function& Trainer::train_step(const Tensor& x, const Tensor& y, int64_t accumula
   return *steps_->train;
 }
 
-std::vector<Tensor> Trainer::run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
-                                            std::optional<bool> graph, std::optional<bool> jit) {
+std::vector<Tensor> Trainer::launch_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                               std::optional<bool> graph, std::optional<bool> jit) {
   const Device target = device();
-  std::vector<Tensor> outputs = options_.strategy && options_.strategy->num_replicas_in_sync() > 1
-                                    ? run_replicated_train_step(x, y, accumulation, graph, jit)
-                                    : train_step(x, y, accumulation, graph, jit)({on(x, target), on(y, target)});
+  return options_.strategy && options_.strategy->num_replicas_in_sync() > 1
+             ? run_replicated_train_step(x, y, accumulation, graph, jit)
+             : train_step(x, y, accumulation, graph, jit)({on(x, target), on(y, target)});
+}
+
+std::vector<Tensor> Trainer::read_train_step(std::vector<Tensor> outputs) {
   outputs = on_host(std::move(outputs));  // the logs' totals live on the host
   if (loss_scale_) loss_scale_->update(outputs.back().item<bool>());
   return outputs;
@@ -438,7 +441,8 @@ Logs Trainer::current_logs(const std::string& prefix) const {
 Logs Trainer::train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_accumulation) {
   check_data(x, y, "train_on_batch");
   reset_metrics();
-  accumulate_step(run_train_step(x, y, gradient_accumulation, std::nullopt, std::nullopt), x.dim(0));
+  accumulate_step(read_train_step(launch_train_step(x, y, gradient_accumulation, std::nullopt, std::nullopt)),
+                  x.dim(0));
   return current_logs("");
 }
 
@@ -514,44 +518,38 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   int64_t measured_samples = 0;
   int64_t total_steps = 0;
   // Batches for another device go through its uploader (CUDA: pinned, double-buffered copies on the
-  // copy stream), one per tensor of the batch, so each stays valid until the upload after next.
-  std::unique_ptr<BatchUpload> x_upload, y_upload;
-  if (device() != Device::cpu()) {
-    x_upload = make_batch_upload(device());
-    y_upload = make_batch_upload(device());
-  }
+  // copy stream), batch N+1 while the device runs step N (device_batches.h).
+  DeviceBatches device_batches(batches, device(), options.prefetch_to_device, *profiler_);
   for (auto& callback : callbacks) callback->on_train_begin(*this);
   for (int epoch = options.initial_epoch + 1; epoch <= options.epochs && !stop_training; ++epoch) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
     // A resumed epoch keeps the metric totals its checkpoint restored.
     const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
     if (past_warmup) measuring_since = Clock::now();
-    batches.begin_epoch(epoch, seed, first_step);
+    device_batches.begin_epoch(epoch, seed, first_step);
     if (first_step == 0) reset_metrics();
     int64_t step = first_step;
     for (; (steps < 0 || step < steps) && !stop_training && !interrupt_training; ++step) {
       const auto step_start = Clock::now();
       profiler_->begin_step(epoch, step);
-      std::optional<std::pair<Tensor, Tensor>> batch;
-      {
-        auto span = profiler_->span(monitor::Span::kInputWait);
-        batch = batches.next();
-        if (batch && x_upload) batch = std::make_pair(x_upload->upload(batch->first), y_upload->upload(batch->second));
-      }
+      const std::optional<DeviceBatches::Batch> batch = device_batches.next();
       if (!batch) break;  // the pipeline ended the epoch (the next begin_step drops the open record)
-      const auto& [x_batch, y_batch] = *batch;
-      const int64_t batch_size = x_batch.dim(0);
+      const int64_t batch_size = batch->x.dim(0);
       double step_loss = 0;
       {
         auto span = profiler_->span(monitor::Span::kCompute);
-        const std::vector<Tensor> outputs = run_train_step(x_batch, y_batch, accumulation, options.graph, options.jit);
+        std::vector<Tensor> outputs = launch_train_step(batch->x, batch->y, accumulation, options.graph, options.jit);
+        // Batch N+1 is produced and uploaded while the device runs step N; the callbacks still see
+        // step N's logs before step N+1 is launched.
+        if ((steps < 0 || step + 1 < steps) && !interrupt_training) device_batches.fetch_ahead();
+        outputs = read_train_step(std::move(outputs));
         accumulate_step(outputs, batch_size);
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
       last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
       position_.steps_in_epoch = step + 1;
-      position_.input_iterator = batches.position();
+      position_.input_iterator = batch->position;
       ++position_.global_step;
       position_.samples += batch_size;
       position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();

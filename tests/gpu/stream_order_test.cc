@@ -1,16 +1,15 @@
 // Stream-ordered frees of the BFC allocator on real CUDA streams and events (cudaEventRecord /
 // cudaEventQuery): a block freed on the compute stream while a copy there still reads it is reused at
 // once by the compute stream, and the copy stream does not write it before the read has run. The
-// compute stream is held by a host function that returns when the test says, so its events stay
-// incomplete exactly as long as the test needs. tests/memory/stream_order_test.cc checks the same
-// contract without a GPU.
+// compute stream is held by a host function that returns when the test says (gpu/stream_gate.h), so
+// its events stay incomplete exactly as long as the test needs. tests/memory/stream_order_test.cc
+// checks the same contract without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
 #include <vector>
 
+#include "gpu/stream_gate.h"
 #include "nimbus/device/backend.h"
 #include "nimbus/device/bfc_allocator.h"
 #include "nimbus/device/cuda/cuda_sub_allocator.h"
@@ -20,24 +19,6 @@ namespace nimbus::cuda {
 namespace {
 
 constexpr size_t MiB = 1024 * 1024;
-
-// Holds `stream` until open() (or the end of the scope): work enqueued after it waits.
-class StreamGate {
- public:
-  explicit StreamGate(CudaStream& stream) {
-    EXPECT_EQ(cudaLaunchHostFunc(stream.handle(), &StreamGate::hold, &open_), cudaSuccess);
-  }
-  ~StreamGate() { open(); }
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
-  void open() { open_ = true; }
-
- private:
-  static void hold(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
-  }
-  std::atomic<bool> open_{false};
-};
 
 bool disjoint(void* a, void* b, size_t bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);

@@ -18,7 +18,9 @@ namespace nimbus {
 class BatchUpload {
  public:
   virtual ~BatchUpload() = default;
-  // A copy of `host` (a CPU tensor) on the device; its memory may be reused two uploads later.
+  // A copy of `host` (a CPU tensor) on the device; its memory may be reused two uploads later. Enqueue the
+  // work that reads it before the next upload (fit launches step N, then uploads batch N+1): the upload
+  // after next overwrites it only behind the work enqueued by then, on the device, without the host waiting.
   virtual Tensor upload(const Tensor& host) = 0;
 };
 

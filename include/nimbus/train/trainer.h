@@ -136,6 +136,10 @@ struct FitOptions {
   std::optional<bool> graph{};
   std::optional<bool> jit{};
   std::vector<std::shared_ptr<Callback>> callbacks{};
+  // On a device batches are uploaded to (CUDA): fetch and upload batch N+1 while the device runs step N,
+  // before step N's loss is read (TensorFlow's prefetch_to_device). The results are the same either way;
+  // off, each batch is fetched after the previous step's outputs came back. Nothing to overlap on the CPU.
+  bool prefetch_to_device = true;
   // Where the progress goes (default std::cout; a terminal gets the in-place bar).
   std::ostream* output = nullptr;
 };
@@ -220,7 +224,8 @@ class Trainer {
 
   // Where the running (or last) fit is; save_checkpoint records it.
   const TrainingPosition& position() const { return position_; }
-  // The step that just ran, for on_train_batch_end: its samples and seconds (batch gathering included).
+  // The step that just ran, for on_train_batch_end: its samples and seconds (batch gathering included: on a
+  // device, the next step's batch, fetched ahead).
   struct StepTiming {
     int64_t samples = 0;
     double seconds = 0;
@@ -273,8 +278,11 @@ class Trainer {
   // Builds the model if needed (on one sample of x) and moves its weights, the loss scale and a built
   // optimizer's state to device().
   void place_on_device(const Tensor& x);
-  std::vector<Tensor> run_train_step(const Tensor& x, const Tensor& y, int64_t accumulation, std::optional<bool> graph,
-                                     std::optional<bool> jit);
+  // Enqueues one train step on device() (a GPU runs it while the host goes on); its outputs stay there.
+  std::vector<Tensor> launch_train_step(const Tensor& x, const Tensor& y, int64_t accumulation,
+                                        std::optional<bool> graph, std::optional<bool> jit);
+  // A launched step's outputs (loss, metric statistics) on the host, which waits for the step; updates the loss scale.
+  std::vector<Tensor> read_train_step(std::vector<Tensor> outputs);
   Function& test_step(const Tensor& x, const Tensor& y, std::optional<bool> graph, std::optional<bool> jit);
   // The micro-batch evaluate (y defined) or predict runs its batches in (EvaluateOptions::split_to_fit).
   int64_t micro_batch_for(const Tensor& x, const Tensor& y, const EvaluateOptions& options);
