@@ -69,7 +69,9 @@ GraphCost graph_cost(const Graph& graph, const MemoryPlan& plan) {
   std::vector<bool> updated(graph.nodes().size(), false);
   for (const Node& node : graph.nodes()) {
     if (node.removed || node.kind != NodeKind::kOp) continue;
-    if (node.op->name == "assign") updated[static_cast<size_t>(node.inputs[0].node)] = true;
+    for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) {
+      updated[static_cast<size_t>(node.inputs[k].node)] = true;
+    }
     for (int target : node.writes_into) {
       if (target >= 0) updated[static_cast<size_t>(target)] = true;
     }
