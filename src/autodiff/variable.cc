@@ -32,6 +32,7 @@ ConditionalUpdateScope::ConditionalUpdateScope(Tensor condition) : previous_(upd
   update_condition() = std::move(condition);
 }
 ConditionalUpdateScope::~ConditionalUpdateScope() { update_condition() = previous_; }
+const Tensor& ConditionalUpdateScope::current() { return update_condition(); }
 
 Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
   if (!initial_value.defined()) throw InvalidArgument("Variable '" + name + "': the initial value is undefined");

@@ -24,6 +24,12 @@ double convolution_flops(const Shape& output_or_grad, const Shape& filter) {
 double op_flops(const Graph& graph, const Node& node) {
   const std::string& name = node.op->name;
   const auto input = [&](int i) -> const Shape& { return graph.spec(node.inputs[static_cast<size_t>(i)]).shape; };
+  if (node.outputs.empty()) {
+    // An op that writes its inputs instead (assign, adam_update): one operation per element it writes.
+    int64_t written = 0;
+    for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) written += input(static_cast<int>(k)).numel();
+    return static_cast<double>(written);
+  }
   const Shape& output = node.outputs[0].shape;
   if (name == "matmul" || name == "fused_matmul") {
     const Shape& a = input(0);
@@ -59,6 +65,9 @@ NodeCost node_cost(const Graph& graph, int id) {
   NodeCost cost{.flops = op_flops(graph, node), .op = node.op->name, .key = op_cost_key(*node.op, node.attrs)};
   for (const ValueRef& in : node.inputs) cost.bytes_read += bytes_of(graph.spec(in));
   for (const TensorSpec& out : node.outputs) cost.bytes_written += bytes_of(out);
+  for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) {
+    cost.bytes_written += bytes_of(graph.spec(node.inputs[k]));
+  }
   return cost;
 }
 
@@ -69,7 +78,9 @@ GraphCost graph_cost(const Graph& graph, const MemoryPlan& plan) {
   std::vector<bool> updated(graph.nodes().size(), false);
   for (const Node& node : graph.nodes()) {
     if (node.removed || node.kind != NodeKind::kOp) continue;
-    if (node.op->name == "assign") updated[static_cast<size_t>(node.inputs[0].node)] = true;
+    for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) {
+      updated[static_cast<size_t>(node.inputs[k].node)] = true;
+    }
     for (int target : node.writes_into) {
       if (target >= 0) updated[static_cast<size_t>(target)] = true;
     }

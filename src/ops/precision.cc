@@ -21,6 +21,7 @@ constexpr PrecisionRule kKeep = PrecisionRule::kKeepInputs;
 // THE table: one rule for every op in the registry, sorted by name.
 constexpr OpRule kRules[] = {
     {"abs", kFollow},
+    {"adam_update", kKeep},  // writes into its weights and slots: casting them would write into copies
     {"add", kFollow},
     {"all_reduce", kKeep},        // sums the replicas' float32 gradients as they are
     {"all_reduce_start", kKeep},  // the same, in two halves (overlap)

@@ -128,6 +128,7 @@ const std::map<std::string, KeySpec>& schema() {
       {"compile.optimizer.beta_2", {Kind::kNumber, nullptr}},
       {"compile.optimizer.epsilon", {Kind::kNumber, nullptr}},
       {"compile.optimizer.weight_decay", {Kind::kNumber, nullptr}},
+      {"compile.optimizer.fused", {Kind::kBool, nullptr}},
       {"compile.optimizer.rho", {Kind::kNumber, nullptr}},
       {"compile.optimizer.centered", {Kind::kBool, nullptr}},
       {"compile.optimizer.clipnorm", {Kind::kNumber, nullptr}},
@@ -445,6 +446,7 @@ std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
                    .epsilon = options.value("epsilon", 1e-7),
                    .clipnorm = clipnorm,
                    .global_clipnorm = global_clipnorm};
+    if (options.contains("fused")) o.fused = options["fused"].get<bool>();
     return AdamW(o);
   }
   if (name == "rmsprop") {

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 #include "nimbus/base/error.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/optimizer_updates.h"
 #include "nimbus/ops/reduction.h"
+#include "nimbus/ops/registry.h"
 
 namespace nimbus::train {
 
@@ -180,12 +183,18 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients, const std:
   const Tensor iterations = cast(iterations_.value(), DType::kF64);
   const Tensor lr = learning_rate_value_.defined() ? learning_rate_value_.value() : learning_rate_(iterations);
   const Tensor step = iterations + 1.0;
+  std::vector<size_t> with_gradients;
   for (size_t i = 0; i < variables.size(); ++i) {
-    if (!clipped[i].defined()) continue;
-    update(i, variables[i], clipped[i], lr, step);
+    if (clipped[i].defined()) with_gradients.push_back(i);
   }
+  update_all(with_gradients, variables, clipped, lr, step);
   // Where the counter is now: the trainer may have moved a restored optimizer's state since build().
   iterations_.assign_add(Tensor::scalar<int64_t>(1).to(iterations_.value().device()));
+}
+
+void Optimizer::update_all(const std::vector<size_t>& indices, const std::vector<Variable>& variables,
+                           const std::vector<Tensor>& gradients, const Tensor& lr, const Tensor& step) {
+  for (size_t i : indices) update(i, variables[i], gradients[i], lr, step);
 }
 
 namespace {
@@ -233,10 +242,8 @@ class AdamOptimizer : public Optimizer {
   }
   void update(size_t index, Variable w, const Tensor& g, const Tensor& lr_f64, const Tensor& step) override {
     const double b1 = options_.beta_1, b2 = options_.beta_2;
-    if (options_.weight_decay != 0) w.assign_sub(w.value() * cast(lr_f64 * options_.weight_decay, w.dtype()));
-    const Tensor bias_1 = 1.0 - exp(step * std::log(b1));
-    const Tensor bias_2 = 1.0 - exp(step * std::log(b2));
-    const Tensor alpha = cast(lr_f64 * sqrt(bias_2) / bias_1, w.dtype());
+    if (options_.weight_decay != 0) w.assign_sub(w.value() * cast(decay(lr_f64), w.dtype()));
+    const Tensor alpha = cast(step_size(lr_f64, step), w.dtype());
     Variable& m = m_[index];
     Variable& v = v_[index];
     const Tensor new_m = m.value() + (g - m.value()) * (1 - b1);
@@ -246,7 +253,67 @@ class AdamOptimizer : public Optimizer {
     w.assign_sub(new_m * alpha / (sqrt(new_v) + options_.epsilon));
   }
 
+  // One adam_update per (device, dtype) group of the variables that take the fused update; the rest
+  // through update().
+  void update_all(const std::vector<size_t>& indices, const std::vector<Variable>& variables,
+                  const std::vector<Tensor>& gradients, const Tensor& lr, const Tensor& step) override {
+    std::map<std::pair<std::string, DType>, std::vector<size_t>> groups;
+    for (size_t i : indices) {
+      if (fused_for(variables[i], step.device())) {
+        groups[{variables[i].value().device().to_string(), variables[i].dtype()}].push_back(i);
+      } else {
+        update(i, variables[i], gradients[i], lr, step);
+      }
+    }
+    if (groups.empty()) return;
+    const AdamUpdateOptions options{.beta_1 = options_.beta_1,
+                                    .beta_2 = options_.beta_2,
+                                    .epsilon = options_.epsilon,
+                                    .weight_decay = options_.weight_decay != 0};
+    const Tensor alpha = step_size(lr, step), lr_decay = decay(lr);
+    for (const auto& [key, group] : groups) {
+      std::vector<Tensor> w, m, v, g;
+      for (size_t i : group) {
+        w.push_back(variables[i].value());
+        m.push_back(m_[i].value());
+        v.push_back(v_[i].value());
+        g.push_back(gradients[i]);
+      }
+      // Skips the whole update under a loss scale's inf or NaN gradients, as assign would.
+      adam_update(w, m, v, g, alpha, lr_decay, options, ConditionalUpdateScope::current());
+    }
+  }
+
  private:
+  // The step-dependent factors are f64 scalars (1 - 0.999^t loses its digits in f32).
+  // alpha = lr sqrt(1 - b2^t) / (1 - b1^t)
+  Tensor step_size(const Tensor& lr_f64, const Tensor& step) const {
+    const Tensor bias_1 = 1.0 - exp(step * std::log(options_.beta_1));
+    const Tensor bias_2 = 1.0 - exp(step * std::log(options_.beta_2));
+    return lr_f64 * sqrt(bias_2) / bias_1;
+  }
+  // AdamW's decoupled decay factor, lr weight_decay.
+  Tensor decay(const Tensor& lr_f64) const { return lr_f64 * options_.weight_decay; }
+
+  // Whether `variable` takes the fused update (AdamOptions::fused). Its slots and the step scalars
+  // live on the device of the step counter; a variable elsewhere keeps the unfused ops.
+  bool fused_for(const Variable& variable, Device counter_device) const {
+    if (options_.fused == false) return false;
+    const Device device = variable.value().device();
+    const std::vector<KernelDef>& kernels =
+        OpRegistry::global().get("adam_update").kernels(device.type, variable.dtype());
+    if (options_.fused == true) {
+      if (kernels.empty()) {
+        throw InvalidArgument(
+            fmt::format("{}: fused: variable '{}' is {} on {}, and adam_update has no kernel for that", name(),
+                        variable.name(), dtype_name(variable.dtype()), device.to_string()),
+            "leave fused unset (the unfused update serves every floating dtype) or keep the variables in f32");
+      }
+      return device == counter_device;
+    }
+    return device == counter_device && !kernels.empty() && kernels.front().name != kReferenceKernel;
+  }
+
   AdamWOptions options_;
   std::vector<Variable> m_, v_;
 };
@@ -303,7 +370,8 @@ std::shared_ptr<Optimizer> Adam(const AdamOptions& options) {
                                                               .beta_2 = options.beta_2,
                                                               .epsilon = options.epsilon,
                                                               .clipnorm = options.clipnorm,
-                                                              .global_clipnorm = options.global_clipnorm});
+                                                              .global_clipnorm = options.global_clipnorm,
+                                                              .fused = options.fused});
 }
 
 std::shared_ptr<Optimizer> AdamW(const AdamWOptions& options) {

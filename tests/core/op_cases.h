@@ -26,6 +26,8 @@ struct InputSpec {
   double low = -2.0;
   double high = 2.0;
   std::vector<double> values = {};
+  // Keep `dtype` when the case runs its floating inputs in another dtype (adam_update's f64 scalars).
+  bool fixed_dtype = false;
 };
 
 struct OpCase {

@@ -44,7 +44,7 @@ std::vector<Tensor> make_inputs(const OpCase& op_case, DType floating_dtype) {
       throw std::runtime_error(
           fmt::format("case {}: {} values for shape {}", op_case.name, values.size(), spec.shape.to_string()));
     }
-    const DType dtype = is_floating(spec.dtype) ? floating_dtype : spec.dtype;
+    const DType dtype = is_floating(spec.dtype) && !spec.fixed_dtype ? floating_dtype : spec.dtype;
     inputs.push_back(Tensor::from_vector<double>(values, spec.shape).to(dtype));
   }
   return inputs;

@@ -116,6 +116,15 @@ TEST(CudnnKernels, ConvolutionPoolingAndBatchNormRegisterCudnnFirst) {
           << op << " " << dtype_name(dtype);
     }
   }
+  // Batch norm in bf16 / f16: cuDNN takes x, y and the gradients in 16 bits and the per-channel values in f32
+  // (widened before the call, rounded back after it), so every batch-norm op has a 16-bit cuDNN kernel.
+  for (const char* op : {"batch_norm_training", "batch_norm_inference", "batch_norm_backward"}) {
+    for (const DType dtype : {DType::kBF16, DType::kF16}) {
+      const std::vector<KernelDef>& kernels = OpRegistry::global().get(op).kernels(DeviceType::kCUDA, dtype);
+      ASSERT_FALSE(kernels.empty()) << op << " " << dtype_name(dtype);
+      EXPECT_EQ(kernels.front().name, "cudnn") << op << " " << dtype_name(dtype);
+    }
+  }
 }
 
 // Every convolution and pooling node of the traced CNN step (fusion on and off) has a cuDNN kernel first in line

@@ -13,18 +13,11 @@
 #include "nimbus/graph/function.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/ops/registry.h"
-#include "nimbus/train/config.h"
+#include "node_dispatch.h"
 #include "support/step_models.h"
 
 namespace nimbus::cuda {
 namespace {
-
-// The dtype a node's kernel is chosen by: its dispatch input's, or its output's.
-DType dispatch_dtype(const graph::Graph& g, const graph::Node& node) {
-  return node.op->dispatch_input < 0 || node.inputs.empty()
-             ? node.outputs[0].dtype
-             : g.spec(node.inputs[static_cast<size_t>(node.op->dispatch_input)]).dtype;
-}
 
 // "op (dtype)" for every op node of the optimized step that has no CUDA kernel for its dispatch dtype;
 // `used` collects every op node's "op (dtype)".
@@ -68,52 +61,6 @@ TEST(CudaTrainingSteps, EveryOpOfTheMlpStepHasACudaKernel) {
 TEST(CudaTrainingSteps, EveryOpOfTheCnnStepHasACudaKernel) {
   expect_every_op_has_a_cuda_kernel(
       "CNN", [] { return testing::make_cnn(Device::cpu()); }, random_uniform({256, 28, 28, 1}, 0, 1));
-}
-
-// The steps `nimbus train examples/fashion_mnist_mlp.yaml` traces (train::Adam with its i64 step
-// counter and f64 rate, the loss, the accuracy metric), fusion on and off, and its predict step. The
-// kernels' own `supports` checks are asked too, with (host) tensors of the node's shapes and dtypes.
-// Whether some CUDA kernel of the node's op serves its dispatch dtype and accepts its dtypes.
-bool has_cuda_kernel(const graph::Graph& g, const graph::Node& node, DType dispatch) {
-  std::vector<Tensor> inputs, outputs;
-  for (const graph::ValueRef& input : node.inputs)
-    inputs.push_back(Tensor::empty(g.spec(input).shape, g.spec(input).dtype));
-  for (const TensorSpec& output : node.outputs) outputs.push_back(Tensor::empty(output.shape, output.dtype));
-  KernelContext context{*node.op, node.attrs, inputs, outputs, default_stream_for(Device::cpu())};
-  for (const KernelDef& kernel : node.op->kernels(DeviceType::kCUDA, dispatch)) {
-    if (kernel.supports == nullptr || kernel.supports(context)) return true;
-  }
-  return false;
-}
-
-void expect_every_op_of_the_graph_has_a_cuda_kernel(const std::string& what, const graph::Graph& g, size_t at_least) {
-  std::set<std::string> used, missing;
-  for (const graph::Node& node : g.nodes()) {
-    if (node.removed || node.kind != graph::NodeKind::kOp) continue;
-    const DType dtype = dispatch_dtype(g, node);
-    const std::string name = node.op->name + " (" + std::string(dtype_name(dtype)) + ")";
-    used.insert(name);
-    if (!has_cuda_kernel(g, node, dtype)) missing.insert(name);
-  }
-  std::cout << what << ":";
-  for (const std::string& op : used) std::cout << " " << op << ";";
-  std::cout << "\n";
-  EXPECT_TRUE(missing.empty()) << what << ": no CUDA kernel for: " << ::testing::PrintToString(missing);
-  EXPECT_GE(used.size(), at_least) << what << ": tracing recorded almost nothing";
-}
-
-TEST(CudaTrainerSteps, EveryOpOfTheMlpConfigsStepsHasACudaKernel) {
-  const nlohmann::json config = train::load_config("examples/fashion_mnist_mlp.yaml");
-  train::Trainer trainer = train::compile_from_config(train::model_from_train_config(config), config);
-  const Tensor x = random_uniform({64, 28, 28, 1}, 0, 1);
-  const Tensor y = cast(random_uniform({64}, 0, 10, DType::kF64), DType::kU8);  // idx labels are u8
-  for (const bool jit : {false, true}) {
-    const std::string fusion = jit ? "fusion on" : "fusion off";
-    expect_every_op_of_the_graph_has_a_cuda_kernel("train step, " + fusion,
-                                                   trainer.trace_train_step(x, y, 1, jit).optimized, 8);
-    expect_every_op_of_the_graph_has_a_cuda_kernel("predict step, " + fusion,
-                                                   trainer.trace_predict_step(x, jit).optimized, 2);
-  }
 }
 
 }  // namespace

@@ -736,6 +736,7 @@ NO_TORCH_EQUIVALENT = {
     "all_reduce": "a collective between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
     "all_reduce_start": "hands a bucket to a replica's communication thread (nothing outside one); tests/distribute checks the overlapped sums",
     "all_reduce_wait": "a collective's result between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
+    "adam_update": "a state update of many tensors, not a function: OpSideEffects, and tests/train/fused_adam_test.cc against the unfused Adam and AdamW ops",
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()

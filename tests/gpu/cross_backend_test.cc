@@ -6,6 +6,7 @@
 // reference output fails the case (it would not exercise the op).
 // Tolerance: the case's own in f32 (1e-5 unless it says otherwise); 3e-4 for the
 // matmuls with TF32 allowed; 1e-2 in bf16 and f16, for the ops with 16-bit CUDA kernels.
+// Ops that write into their inputs (assign, adam_update) are compared by what they wrote.
 // Without a GPU every case skips, saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -156,11 +157,56 @@ std::vector<OpCase> matmul_cases() {
   return result;
 }
 
+// Ops that write into their leading inputs (assign, adam_update) and have an f32 CUDA kernel.
+std::vector<OpCase> side_effect_cases_with_cuda_kernels() {
+  std::vector<OpCase> result;
+  for (const OpCase& c : op_cases()) {
+    const OpSchema* op = OpRegistry::global().find(c.op);
+    if (op != nullptr && op->has_side_effects && !op->kernels(DeviceType::kCUDA, DType::kF32).empty()) {
+      result.push_back(c);
+    }
+  }
+  return result;
+}
+
+// The same inputs written on the GPU and by the CPU reference: the written tensors within the case's
+// tolerance (every element changes, so one the kernel skips fails), the others unchanged.
+class CudaOpSideEffects : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOpSideEffects, WritesWhatTheCpuReferenceWrites) {
+  // Comparing against the CPU needs a GPU to run the CUDA kernels; without one the case says why.
+  if (const std::string reason = why_no_gpu(); !reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
+  const OpCase& c = GetParam();
+  const OpSchema& op = OpRegistry::global().get(c.op);
+  const size_t written = op.written_inputs(c.attrs);
+  const std::vector<Tensor> fresh = make_inputs(c, DType::kF32);
+  const std::vector<Tensor> reference = make_inputs(c, DType::kF32);
+  {
+    ReferenceKernelsScope scope;
+    run_case(c, reference);
+  }
+  std::vector<Tensor> device_inputs;
+  for (const Tensor& input : fresh) device_inputs.push_back(input.to(Device::cuda()));
+  run_kernel(op, c.attrs, device_inputs, {});
+  for (size_t i = 0; i < device_inputs.size(); ++i) {
+    const Tensor host = device_inputs[i].to(Device::cpu());
+    if (i >= written) {
+      EXPECT_TRUE(compare_tensors(host, fresh[i], 0).ok) << c.op << " modified input " << i;
+      continue;
+    }
+    const Comparison result = compare_tensors(host, reference[i], c.forward_tolerance);
+    EXPECT_TRUE(result.ok) << c.op << " input " << i << ": " << result.message;
+    if (host.numel() > 0) EXPECT_FALSE(compare_tensors(host, fresh[i], 0).ok) << c.op << " did not write input " << i;
+  }
+}
+
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOp, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF32)), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpF64, ::testing::ValuesIn(cases_with_cuda_kernels(DType::kF64)), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpTf32, ::testing::ValuesIn(matmul_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaOpSideEffects, ::testing::ValuesIn(side_effect_cases_with_cuda_kernels()),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, CudaOpHalf, ::testing::ValuesIn(half_cases()),
                          [](const ::testing::TestParamInfo<HalfCase>& info) {
                            return info.param.op_case.name + "_" + std::string(dtype_name(info.param.dtype));
@@ -183,9 +229,16 @@ TEST(CudaHarness, CoversTheLayoutIndexNormAndDropoutKernels) {
   }
 }
 
+TEST(CudaHarness, CoversTheOpsThatWriteTheirInputs) {
+  std::set<std::string> covered;
+  for (const OpCase& c : side_effect_cases_with_cuda_kernels()) covered.insert(c.op);
+  EXPECT_TRUE(covered.count("assign"));
+  EXPECT_TRUE(covered.count("adam_update"));
+}
+
 TEST(CudaHarness, CoversTheDataMovementOpsOfTheTrainingSteps) {
   // fill, one_hot and reshape run in every traced training step (tests/cuda/training_step_ops_test.cc);
-  // assign has side effects, so the harness leaves it to the training-step rows of bench_gpu.
+  // assign and adam_update write their inputs: CudaOpSideEffects runs them.
   std::set<std::string> covered;
   for (const OpCase& c : cases_with_cuda_kernels(DType::kF32)) covered.insert(c.op);
   for (const char* op : {"fill", "one_hot", "reshape", "conv2d", "conv2d_backward_input", "conv2d_backward_filter",

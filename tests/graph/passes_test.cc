@@ -229,6 +229,46 @@ TEST(UpdateForwarding, LeavesAGraphAloneWhenAViewOfAnUpdatedVariableIsReadAfterT
   EXPECT_EQ(g.nodes().back().op->name, "exp");
 }
 
+// adam_update(w, m, v, g, alpha, decay) for one tensor of shape {2}, g an argument: it writes w, m and v.
+int add_adam_update(Graph& g, int w, int m, int v, int gradient) {
+  const int alpha = g.add_constant(Tensor::scalar<double>(0.1));
+  const int decay = g.add_constant(Tensor::scalar<double>(0.0));
+  return g.add_op(op("adam_update"),
+                  Attrs{{"count", int64_t{1}},
+                        {"beta_1", 0.9},
+                        {"beta_2", 0.999},
+                        {"epsilon", 1e-7},
+                        {"weight_decay", false}},
+                  {{w, 0}, {m, 0}, {v, 0}, {gradient, 0}, {alpha, 0}, {decay, 0}}, {});
+}
+
+TEST(UpdateForwarding, LeavesAGraphAloneWhenAnAssignTargetsAVariableAnotherOpWritesInPlace) {
+  Graph g;
+  const int x = g.add_argument(0, f32({2}));
+  const int w = g.add_capture(ones({2}), "w"), m = g.add_capture(ones({2}), "m"), v = g.add_capture(ones({2}), "v");
+  const int scaled = binary(g, "mul", {w, 0}, {x, 0}, f32({2}));
+  g.add_op(op("assign"), {}, {{w, 0}, {scaled, 0}}, {});
+  const int update = add_adam_update(g, w, m, v, x);  // must write the variable w, after the assign
+  EXPECT_EQ(forward_updates(g), 0);
+  EXPECT_EQ(g.node(update).inputs[0].node, w);
+  EXPECT_EQ(g.nodes().back().op->name, "adam_update");
+}
+
+TEST(CommonSubexpressions, AReadOfASlotAdamUpdateWritesIsNotMergedAcrossIt) {
+  Graph g;
+  const int x = g.add_argument(0, f32({2}));
+  const int w = g.add_capture(ones({2}), "w"), m = g.add_capture(ones({2}), "m"), v = g.add_capture(ones({2}), "v");
+  const int before = binary(g, "mul", {x, 0}, {v, 0}, f32({2}));
+  add_adam_update(g, w, m, v, x);
+  const int after = binary(g, "mul", {x, 0}, {v, 0}, f32({2}));  // reads the updated v (input 2)
+  g.outputs() = {{before, 0}, {after, 0}};
+  EXPECT_EQ(eliminate_common_subexpressions(g), 0);
+  EXPECT_FALSE(g.node(after).removed);
+  // The update changed v: the two reads differ when run.
+  const std::vector<Tensor> results = run(g, {Tensor::from_vector<float>({0.5f, -2.0f}, {2})});
+  EXPECT_FALSE(bit_identical(results[0], results[1]));
+}
+
 // ---- memory planning ----
 
 // A chain long enough that reuse matters: x -> exp -> neg -> add(., x) -> mul(., .) -> sum.

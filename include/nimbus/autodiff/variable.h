@@ -59,6 +59,9 @@ class ConditionalUpdateScope {
   ~ConditionalUpdateScope();
   ConditionalUpdateScope(const ConditionalUpdateScope&) = delete;
   ConditionalUpdateScope& operator=(const ConditionalUpdateScope&) = delete;
+  // The innermost scope's condition on this thread, or an undefined tensor: updates that bypass
+  // Variable::assign (adam_update) take it as an input.
+  static const Tensor& current();
 
  private:
   Tensor previous_;

@@ -115,6 +115,9 @@ struct OpSchema {
   bool output_aliases_input = false;
   // Writes into an input's memory (assign): graph passes keep it, in program order.
   bool has_side_effects = false;
+  // With has_side_effects: how many leading inputs the op overwrites in place, from its attributes
+  // (adam_update: the weights and both slots of every tensor). Null: input 0 only (assign).
+  std::function<size_t(const Attrs&)> written_inputs_of = nullptr;
 
   // Filled by the registry: kernels per (device, dtype of the dispatch input), highest priority first.
   std::array<std::array<std::vector<KernelDef>, kNumDTypes>, kNumDeviceTypes> kernel_table{};
@@ -124,6 +127,11 @@ struct OpSchema {
   }
   // The dtypes for which a CPU reference kernel exists.
   std::vector<DType> reference_dtypes() const;
+  // How many leading inputs a call with these attributes writes into: 0 without side effects.
+  size_t written_inputs(const Attrs& attrs) const {
+    if (!has_side_effects) return 0;
+    return written_inputs_of ? written_inputs_of(attrs) : 1;
+  }
 };
 
 }  // namespace nimbus

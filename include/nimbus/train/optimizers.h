@@ -18,6 +18,9 @@
 //   RMSprop:  v = rho v + (1 - rho) g^2;  w -= lr g / sqrt(v + epsilon)  (momentum, centered: as in Keras)
 // Clipping: clipnorm scales each gradient to at most that L2 norm; global_clipnorm
 // scales all of them by min(1, global_clipnorm / ||all gradients||).
+// Fused Adam (AdamOptions::fused, PyTorch's fused=True): the variables of each dtype and device are
+// updated by one adam_update op (ops/optimizer_updates.h; one kernel launch on CUDA) instead of a
+// chain of ops per variable; the results are the same bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -116,6 +119,10 @@ class Optimizer {
   // lr: rank-0 tensor of the variable's dtype; step: t (from 1) as a rank-0 f32 tensor.
   virtual void update(size_t index, Variable variable, const Tensor& gradient, const Tensor& lr,
                       const Tensor& step) = 0;
+  // Updates the variables at `indices` (those with a gradient): update() for each, unless an optimizer
+  // updates many at once.
+  virtual void update_all(const std::vector<size_t>& indices, const std::vector<Variable>& variables,
+                          const std::vector<Tensor>& gradients, const Tensor& lr, const Tensor& step);
   Variable add_slot(const Variable& variable, const std::string& slot_name);
 
  private:
@@ -145,6 +152,10 @@ struct AdamOptions {
   double epsilon = 1e-7;
   std::optional<double> clipnorm{};
   std::optional<double> global_clipnorm{};
+  // Fused update (adam_update): unset, where the op has a kernel faster than its reference loop for
+  // the variables' device and dtype (f32 on CUDA); true, wherever it has a kernel (the CPU's
+  // reference loop too; InvalidArgument for f16 / bf16 variables); false, never.
+  std::optional<bool> fused{};
 };
 std::shared_ptr<Optimizer> Adam(const AdamOptions& options = {});
 
@@ -156,6 +167,7 @@ struct AdamWOptions {
   double epsilon = 1e-7;
   std::optional<double> clipnorm{};
   std::optional<double> global_clipnorm{};
+  std::optional<bool> fused{};  // as AdamOptions::fused
 };
 std::shared_ptr<Optimizer> AdamW(const AdamWOptions& options = {});
 

@@ -30,7 +30,7 @@ int eliminate_common_subexpressions(Graph& graph) {
     Node& node = nodes[i];
     if (node.removed || node.kind != NodeKind::kOp) continue;
     if (node.op->has_side_effects) {
-      ++assigns_so_far[node.inputs[0].node];
+      for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) ++assigns_so_far[node.inputs[k].node];
       continue;
     }
     if (node.op->kind == OpKind::kRandom) continue;

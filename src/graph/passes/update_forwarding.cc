@@ -7,9 +7,12 @@
 //
 // Skipped (returns 0) where moving an update could change what a read sees:
 // an assign to something other than a capture, an op output already written
-// into a capture, or a read through a view (reshape) of an updated variable
-// after its update.
+// into a capture, a read through a view (reshape) of an updated variable
+// after its update, or another op that writes in place (adam_update) into a
+// variable that an assign updates too (its target must stay the variable, and
+// the assign must not move past it).
 #include <map>
+#include <set>
 
 #include "nimbus/graph/passes.h"
 
@@ -19,6 +22,16 @@ namespace {
 bool is_assign(const Node& node) { return !node.removed && node.kind == NodeKind::kOp && node.op->name == "assign"; }
 
 bool safe_to_forward(const Graph& graph) {
+  std::set<int> assigned;
+  for (const Node& node : graph.nodes()) {
+    if (is_assign(node)) assigned.insert(capture_of(graph, node.inputs[0]));
+  }
+  for (const Node& node : graph.nodes()) {
+    if (node.removed || node.kind != NodeKind::kOp || is_assign(node)) continue;
+    for (size_t k = 0; k < node.op->written_inputs(node.attrs); ++k) {
+      if (assigned.count(capture_of(graph, node.inputs[k])) != 0) return false;
+    }
+  }
   std::map<int, bool> updated;
   for (const Node& node : graph.nodes()) {
     if (node.removed || node.kind != NodeKind::kOp) continue;

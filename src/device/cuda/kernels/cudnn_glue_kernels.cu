@@ -2,6 +2,9 @@
 // element (256 threads a block, at most 32 blocks per SM). Filters and
 // per-channel vectors are small next to the images cuDNN works on.
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "src/device/cuda/kernels/cudnn_glue_kernels.h"
 #include "src/device/cuda/kernels/launch_shape.h"
 
@@ -33,6 +36,25 @@ __global__ void inverse_std_kernel(const float* __restrict__ variance, float* __
   }
 }
 
+__device__ float to_float(__half value) { return __half2float(value); }
+__device__ float to_float(__nv_bfloat16 value) { return __bfloat162float(value); }
+__device__ void store_rounded(float value, __half* out) { *out = __float2half_rn(value); }
+__device__ void store_rounded(float value, __nv_bfloat16* out) { *out = __float2bfloat16_rn(value); }
+
+template <typename Half>
+__global__ void widen_kernel(const Half* __restrict__ src, float* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    dst[i] = to_float(src[i]);
+  }
+}
+
+template <typename Half>
+__global__ void narrow_kernel(const float* __restrict__ src, Half* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    store_rounded(src[i], dst + i);
+  }
+}
+
 // Per-channel vectors: a few blocks are plenty.
 unsigned vector_blocks(int64_t n) { return blocks_for(n, 1); }
 
@@ -59,6 +81,24 @@ cudaError_t variance_from_inverse_std(const float* inverse_std, float* variance,
 
 cudaError_t inverse_std(const float* variance, float* inverse_std, int64_t n, double epsilon, cudaStream_t stream) {
   inverse_std_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(variance, inverse_std, n, epsilon);
+  return cudaGetLastError();
+}
+
+cudaError_t widen_to_float(const void* src, HalfType type, float* dst, int64_t n, cudaStream_t stream) {
+  if (type == HalfType::kF16) {
+    widen_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(static_cast<const __half*>(src), dst, n);
+  } else {
+    widen_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t narrow_from_float(const float* src, void* dst, HalfType type, int64_t n, cudaStream_t stream) {
+  if (type == HalfType::kF16) {
+    narrow_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(src, static_cast<__half*>(dst), n);
+  } else {
+    narrow_kernel<<<vector_blocks(n), kThreads, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+  }
   return cudaGetLastError();
 }
 
