@@ -1,6 +1,8 @@
-// Reductions, softmax / log-softmax and sparse softmax cross-entropy, f32 in
-// and out, accumulated in double like the CPU reference kernels
-// (src/ops/reduction.cc, src/ops/cross_entropy.cc), so the two agree to rounding.
+// Reductions (f32, bf16, f16), softmax / log-softmax and sparse softmax
+// cross-entropy (f32), accumulated in double like the CPU reference kernels
+// (src/ops/reduction.cc, src/ops/cross_entropy.cc), so the two agree to
+// rounding; a 16-bit result is rounded once, as the reference's f32 sum of
+// the widened elements is.
 //
 // Launch shapes (256 threads a block, grid-stride loops, at most 32 blocks per SM):
 //   reductions: one thread per output element walking its reduced elements, or, for 256 or more of
@@ -9,6 +11,9 @@
 //   cross-entropy: one thread per example.
 // First versions: a thread per row suits the short rows of classifier heads;
 // long rows want a block per row with a shared-memory tree (docs/cuda.md).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -17,6 +22,16 @@
 
 namespace nimbus::cuda::kernels {
 namespace {
+
+// Elements of each FloatType read as double and written from it.
+__device__ __forceinline__ double load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ double load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ double load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void store(float* p, int64_t i, double v) { p[i] = static_cast<float>(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, double v) {
+  p[i] = __float2bfloat16_rn(static_cast<float>(v));
+}
+__device__ __forceinline__ void store(__half* p, int64_t i, double v) { p[i] = __float2half_rn(static_cast<float>(v)); }
 
 template <Reduce kind>
 __device__ __forceinline__ double combine(double acc, double v) {
@@ -38,29 +53,29 @@ __device__ __forceinline__ int64_t offset_of(const ReduceShape& a, int64_t index
   return base;
 }
 
-template <Reduce kind>
-__global__ void reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
+template <Reduce kind, typename T>
+__global__ void reduce_kernel(const T* __restrict__ x, T* __restrict__ y, const ReduceShape a) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < a.outputs;
        o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t base = offset_of(a, o, false, 0);
     double acc = kind == Reduce::kMax ? -INFINITY : 0.0;
     for (int64_t r = 0; r < a.count; ++r) {
-      acc = combine<kind>(acc, x[offset_of(a, r, true, base)]);
+      acc = combine<kind>(acc, load(x, offset_of(a, r, true, base)));
     }
-    y[o] = static_cast<float>(kind == Reduce::kMean ? acc / static_cast<double>(a.count) : acc);
+    store(y, o, kind == Reduce::kMean ? acc / static_cast<double>(a.count) : acc);
   }
 }
 
 // One block per output element (outputs grid-strided): its threads stride over the reduced elements, then
 // a shared-memory tree. For long reductions (a convolution's bias gradient sums batch x height x width).
-template <Reduce kind>
-__global__ void block_reduce_kernel(const float* __restrict__ x, float* __restrict__ y, const ReduceShape a) {
+template <Reduce kind, typename T>
+__global__ void block_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, const ReduceShape a) {
   __shared__ double partial[kThreads];
   for (int64_t o = blockIdx.x; o < a.outputs; o += gridDim.x) {
     const int64_t base = offset_of(a, o, false, 0);
     double acc = kind == Reduce::kMax ? -INFINITY : 0.0;
     for (int64_t r = threadIdx.x; r < a.count; r += blockDim.x) {
-      acc = combine<kind>(acc, x[offset_of(a, r, true, base)]);
+      acc = combine<kind>(acc, load(x, offset_of(a, r, true, base)));
     }
     partial[threadIdx.x] = acc;
     __syncthreads();
@@ -68,9 +83,7 @@ __global__ void block_reduce_kernel(const float* __restrict__ x, float* __restri
       if (threadIdx.x < half) partial[threadIdx.x] = combine<kind>(partial[threadIdx.x], partial[threadIdx.x + half]);
       __syncthreads();
     }
-    if (threadIdx.x == 0) {
-      y[o] = static_cast<float>(kind == Reduce::kMean ? partial[0] / static_cast<double>(a.count) : partial[0]);
-    }
+    if (threadIdx.x == 0) store(y, o, kind == Reduce::kMean ? partial[0] / static_cast<double>(a.count) : partial[0]);
     __syncthreads();  // partial is reused by the next output
   }
 }
@@ -108,22 +121,34 @@ __global__ void sparse_cross_entropy_kernel(const float* __restrict__ logits, co
 
 }  // namespace
 
-template <Reduce kind>
-void launch_reduce(const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+template <Reduce kind, typename T>
+void launch_reduce(const void* x, void* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+  const T* in = static_cast<const T*>(x);
+  T* out = static_cast<T*>(y);
   // A thread per output walks `count` elements alone: past a block's worth, a block per output instead.
   if (shape.count >= kThreads) {
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(shape.outputs, int64_t{32} * sms));
-    block_reduce_kernel<kind><<<blocks, kThreads, 0, stream>>>(x, y, shape);
+    block_reduce_kernel<kind><<<blocks, kThreads, 0, stream>>>(in, out, shape);
   } else {
-    reduce_kernel<kind><<<blocks_for(shape.outputs, sms), kThreads, 0, stream>>>(x, y, shape);
+    reduce_kernel<kind><<<blocks_for(shape.outputs, sms), kThreads, 0, stream>>>(in, out, shape);
   }
 }
 
-cudaError_t reduce(Reduce kind, const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+template <Reduce kind>
+void launch_reduce(FloatType type, const void* x, void* y, const ReduceShape& shape, int sms, cudaStream_t stream) {
+  switch (type) {
+    case FloatType::kF32: launch_reduce<kind, float>(x, y, shape, sms, stream); break;
+    case FloatType::kBF16: launch_reduce<kind, __nv_bfloat16>(x, y, shape, sms, stream); break;
+    case FloatType::kF16: launch_reduce<kind, __half>(x, y, shape, sms, stream); break;
+  }
+}
+
+cudaError_t reduce(Reduce kind, FloatType type, const void* x, void* y, const ReduceShape& shape, int sms,
+                   cudaStream_t stream) {
   switch (kind) {
-    case Reduce::kSum: launch_reduce<Reduce::kSum>(x, y, shape, sms, stream); break;
-    case Reduce::kMean: launch_reduce<Reduce::kMean>(x, y, shape, sms, stream); break;
-    case Reduce::kMax: launch_reduce<Reduce::kMax>(x, y, shape, sms, stream); break;
+    case Reduce::kSum: launch_reduce<Reduce::kSum>(type, x, y, shape, sms, stream); break;
+    case Reduce::kMean: launch_reduce<Reduce::kMean>(type, x, y, shape, sms, stream); break;
+    case Reduce::kMax: launch_reduce<Reduce::kMax>(type, x, y, shape, sms, stream); break;
   }
   return cudaGetLastError();
 }
