@@ -7,10 +7,11 @@
 // Launch shapes (256 threads a block, grid-stride loops, at most 32 blocks per SM):
 //   reductions: one thread per output element walking its reduced elements, or, for 256 or more of
 //     them, one block per output element and a shared-memory tree;
-//   softmax, log-softmax: one thread per (outer, inner) row of the axis;
+//   softmax, log-softmax over the last axis: one warp per row (coalesced loads, shuffles); over another
+//     axis: one thread per (outer, inner) row of the axis;
 //   cross-entropy: one thread per example.
-// First versions: a thread per row suits the short rows of classifier heads;
-// long rows want a block per row with a shared-memory tree (docs/cuda.md).
+// A thread per row suits the short rows of classifier heads; attention's rows
+// (512 and more) want the warp per row, whose loads are coalesced (docs/cuda.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -88,6 +89,33 @@ __global__ void block_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, 
   }
 }
 
+// Softmax over the last axis (inner == 1, attention's rows): one warp per row, its lanes striding along the
+// row so that each load is coalesced, the maximum and the sum combined across the warp by shuffles. A warp
+// takes a row at a time (the loop condition is the same for its 32 lanes), so the full-mask shuffles are safe.
+__global__ void softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t length,
+                                    bool log_form) {
+  constexpr int kWarp = 32;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarp);
+  for (int64_t row = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; row < rows; row += warps) {
+    const float* in = x + row * length;
+    float* out = y + row * length;
+    double max_value = -INFINITY;
+    for (int64_t k = lane; k < length; k += kWarp) max_value = fmax(max_value, double{in[k]});
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      max_value = fmax(max_value, __shfl_xor_sync(0xffffffffu, max_value, offset));
+    }
+    double total = 0;
+    for (int64_t k = lane; k < length; k += kWarp) total += exp(double{in[k]} - max_value);
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    const double log_total = log(total);
+    for (int64_t k = lane; k < length; k += kWarp) {
+      const double shifted = double{in[k]} - max_value;
+      out[k] = static_cast<float>(log_form ? shifted - log_total : exp(shifted) / total);
+    }
+  }
+}
+
 __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t length,
                                int64_t inner, bool log_form) {
   for (int64_t row = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < outer * inner;
@@ -155,7 +183,11 @@ cudaError_t reduce(Reduce kind, FloatType type, const void* x, void* y, const Re
 
 cudaError_t softmax(const float* x, float* y, int64_t outer, int64_t length, int64_t inner, bool log_form, int sms,
                     cudaStream_t stream) {
-  softmax_kernel<<<blocks_for(outer * inner, sms), kThreads, 0, stream>>>(x, y, outer, length, inner, log_form);
+  if (inner == 1) {
+    softmax_rows_kernel<<<blocks_for(outer * 32, sms), kThreads, 0, stream>>>(x, y, outer, length, log_form);
+  } else {
+    softmax_kernel<<<blocks_for(outer * inner, sms), kThreads, 0, stream>>>(x, y, outer, length, inner, log_form);
+  }
   return cudaGetLastError();
 }
 
