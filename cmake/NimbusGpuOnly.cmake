@@ -1,5 +1,7 @@
-# NIMBUS_GPU_ONLY=ON: the CUDA backend, ops, autodiff, graph mode, the CPU
-# reference kernels, and the gpu / cuda-build tests and GPU benchmarks, for a
+# NIMBUS_GPU_ONLY=ON: the CUDA backend, ops, autodiff, graph mode, the nn
+# layers (Keras's layers and models, which the mixed-precision benchmarks
+# build their models from), the CPU reference kernels, and the gpu /
+# cuda-build tests and GPU benchmarks, for a
 # machine that has only the CUDA toolkit, a compiler, CMake and ninja (and cuDNN
 # from pip): no oneDNN, yaml-cpp, image libraries, HTTP server or CLI.
 # fmt, nlohmann_json and GoogleTest come from the system when it has them, else
@@ -36,4 +38,4 @@ if(NIMBUS_BUILD_TESTS)
   endif()
   include(GoogleTest)
 endif()
-message(STATUS "GPU-only build: CUDA backend, ops, autodiff, graph mode, reference CPU kernels, gpu tests")
+message(STATUS "GPU-only build: CUDA backend, ops, autodiff, graph mode, nn layers, reference CPU kernels, gpu tests")

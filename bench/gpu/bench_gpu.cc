@@ -2,10 +2,13 @@
 // (bench/gpu/run.sh adds the header): GEMM TFLOP/s through cuBLASLt (f32, bf16,
 // f16; tf32 instead of f32 when NIMBUS_CUDA_TF32=1, which prints that row alone), an elementwise add's GB/s against the
 // device-to-device copy rate, a 3x3 convolution and its backward ops through cuDNN (f32, bf16), a fused elementwise
-// chain with NVRTC fusion on and off, and the MLP and CNN training steps (tests/support/step_models.h) traced into
-// graph mode, in samples/s with fusion off and on. Without a GPU it says why and exits 2. NIMBUS_BENCH_OPS=1 (with
-// NIMBUS_CUDA_SYNC=1) also prints each training step's time by op on stderr.
+// chain with NVRTC fusion on and off, the MLP and CNN training steps (tests/support/step_models.h) traced into
+// graph mode, in samples/s with fusion off and on, and mixed precision's goal (issue 10): a transformer block and
+// the example's CNN at batch 4,096 (tests/support/policy_step_models.h) under float32 and mixed_bfloat16, with
+// the ratio. Without a GPU it says why and exits 2. NIMBUS_BENCH_OPS=1 (with NIMBUS_CUDA_SYNC=1) also prints
+// each training step's time by op on stderr.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
@@ -13,11 +16,14 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nimbus/graph/function.h"
 #include "nimbus/nimbus.h"
 #include "nimbus/ops/op_profile.h"
 #include "src/device/cuda/cuda_stream.h"
+#include "tests/support/policy_step_models.h"
 #include "tests/support/step_models.h"
 
 namespace nimbus {
@@ -97,44 +103,98 @@ void fusion(int64_t n) {
   }
 }
 
-// One training step per call: forward, backward and Adam on a batch resident on the GPU (random
-// inputs in [0, 1), random labels), traced into graph mode. Adam's step size stays that of step 1:
-// the work per step is the same, and a host-to-device copy per step is not what this row measures.
+// Seconds per training step of `model` (forward, backward and Adam) traced into graph mode, on inputs
+// resident on the GPU, after `warmup` steps (tracing, NVRTC compiles or the kernel cache, cuBLASLt's and
+// cuDNN's heuristics, the arena); `loss` gets one more step's loss. Adam's step size stays that of step 1:
+// the work per step is the same, and a host-to-device copy per step is not what the rows measure.
+// NIMBUS_BENCH_OPS=1 also prints the step's time by op on stderr (the kernels' own only with NIMBUS_CUDA_SYNC=1).
+double step_seconds(testing::Model& model, const Tensor& x, const Tensor& labels, bool jit, int steps, int warmup,
+                    const std::string& name, float& loss) {
+  const Device gpu = Device::cuda();
+  const Tensor step_size = testing::Adam::step_size(1, 1e-3, gpu);
+  testing::Model* m = &model;
+  Function step = function([m](const std::vector<Tensor>& in) { return m->step(in); },
+                           {.name = "train_step", .graph = true, .jit = jit});
+  const double s = seconds_per_call([&] { (void)step({x, labels, step_size}); }, steps, warmup);
+  loss = step({x, labels, step_size})[0].to(Device::cpu()).item<float>();
+  if (const char* ops = std::getenv("NIMBUS_BENCH_OPS"); ops != nullptr && std::string(ops) == "1") {
+    OpProfile profile;
+    for (int i = 0; i < 5; ++i) (void)step({x, labels, step_size});
+    default_stream_for(gpu).synchronize();
+    std::fprintf(stderr, "%s, 5 steps:\n%s\n", name.c_str(), profile.to_string().c_str());
+  }
+  return s;
+}
+
+std::string loss_note(float loss) { return std::isfinite(loss) ? "" : "NON-FINITE LOSS; "; }
+
+// Random inputs in [0, 1) of `batch` samples of `sample` shape and labels in [0, 10), on the GPU.
+std::pair<Tensor, Tensor> classifier_batch(const Shape& sample, int64_t batch) {
+  std::vector<int64_t> dims = {batch};
+  for (const int64_t d : sample.dims()) dims.push_back(d);
+  return {random_uniform(Shape(dims), 0, 1).to(Device::cuda()),
+          cast(random_uniform({batch}, 0, 10, DType::kF64), DType::kI64).to(Device::cuda())};
+}
+
+// One training step per call, fusion off and on (the models of tests/support/step_models.h).
 // Returns how many of its two rows failed.
 int training(const std::string& what, const std::function<std::unique_ptr<testing::Model>()>& make, const Shape& input,
              int64_t batch) {
   int failed = 0;
-  const Device gpu = Device::cuda();
-  std::vector<int64_t> dims = {batch};
-  for (const int64_t d : input.dims()) dims.push_back(d);
-  const Tensor x = random_uniform(Shape(dims), 0, 1).to(gpu);
-  const Tensor labels = cast(random_uniform({batch}, 0, 10, DType::kF64), DType::kI64).to(gpu);
-  const Tensor step_size = testing::Adam::step_size(1, 1e-3, gpu);
+  const auto [x, labels] = classifier_batch(input, batch);
   for (const bool jit : {false, true}) {
     const std::string name = what + ", batch " + std::to_string(batch) + ", graph mode, fusion " + (jit ? "on" : "off");
     try {
       std::unique_ptr<testing::Model> model = make();
-      testing::Model* m = model.get();
-      Function step = function([m](const std::vector<Tensor>& in) { return m->step(in); },
-                               {.name = "train_step", .graph = true, .jit = jit});
-      // Warm-up: tracing, NVRTC compiles (or the kernel cache), cuBLASLt's heuristics, the arena.
-      const double s = seconds_per_call([&] { (void)step({x, labels, step_size}); }, 50, 5);
-      const float loss = step({x, labels, step_size})[0].to(Device::cpu()).item<float>();
-      if (const char* ops = std::getenv("NIMBUS_BENCH_OPS"); ops != nullptr && std::string(ops) == "1") {
-        // Where a step's time goes, op by op (times are the kernels' own only with NIMBUS_CUDA_SYNC=1).
-        OpProfile profile;
-        for (int i = 0; i < 5; ++i) (void)step({x, labels, step_size});
-        default_stream_for(gpu).synchronize();
-        std::fprintf(stderr, "%s, 5 steps:\n%s\n", name.c_str(), profile.to_string().c_str());
-      }
-      row(name, batch / s, "samples/s",
-          std::string(std::isfinite(loss) ? "" : "NON-FINITE LOSS; ") + "PyTorch: bench/gpu/torch_train.py rows");
+      float loss = 0;
+      const double s = step_seconds(*model, x, labels, jit, 50, 5, name, loss);
+      row(name, batch / s, "samples/s", loss_note(loss) + "PyTorch: bench/gpu/torch_train.py rows");
     } catch (const std::exception& e) {
       // Each row on its own: fusion on still runs when fusion off failed.
       std::printf("| %s | failed | %s |\n", name.c_str(), e.what());
       std::fflush(stdout);
       ++failed;
     }
+  }
+  return failed;
+}
+
+// Issue 10's GPU goal: the same model's step throughput under mixed_bfloat16 against float32 (TF32 off:
+// run.sh's first bench_gpu run leaves NIMBUS_CUDA_TF32 unset and cuDNN's TF32 is off by default), graph
+// mode with fusion on, then the ratio. `per_sample` names what else a sample counts (tokens) and how many.
+// Returns how many of its rows failed.
+int mixed_precision_speedup(const std::string& what,
+                            const std::function<std::unique_ptr<testing::Model>(const char* policy)>& make,
+                            const Tensor& x, const Tensor& labels, int steps, const std::string& per_sample = "",
+                            int64_t per_sample_count = 1) {
+  const int64_t batch = x.dim(0);
+  double samples_per_second[2] = {0, 0};
+  const char* policies[2] = {"float32", "mixed_bfloat16"};
+  int failed = 0;
+  for (int p = 0; p < 2; ++p) {
+    const std::string name = what + ", batch " + std::to_string(batch) + ", " + policies[p] +
+                             (p == 0 ? " (no TF32)" : "") + ", graph mode, fusion on";
+    try {
+      std::unique_ptr<testing::Model> model = make(policies[p]);
+      float loss = 0;
+      const double s = step_seconds(*model, x, labels, /*jit=*/true, steps, 3, name, loss);
+      samples_per_second[p] = batch / s;
+      std::string against = loss_note(loss) + fmt::format("{:.2f} ms/step", s * 1e3);
+      if (!per_sample.empty()) against += fmt::format("; {:.0f} {}/s", batch * per_sample_count / s, per_sample);
+      row(name, batch / s, "samples/s", against);
+    } catch (const std::exception& e) {
+      std::printf("| %s | failed | %s |\n", name.c_str(), e.what());
+      std::fflush(stdout);
+      ++failed;
+    }
+  }
+  if (failed == 0) {
+    const double ratio = samples_per_second[1] / samples_per_second[0];
+    std::printf(
+        "| %s: mixed_bfloat16 / float32 step throughput | %.2f× | goal ≥ 2.5× (issue 10): %s; "
+        "PyTorch autocast's ratio: torch_train.py rows |\n",
+        what.c_str(), ratio, ratio >= 2.5 ? "holds" : "DOES NOT HOLD");
+    std::fflush(stdout);
   }
   return failed;
 }
@@ -180,5 +240,22 @@ int main() {
   failures += training(
       "CNN 28x28x1 conv32-pool-conv64-pool-128-10", [] { return testing::make_cnn(Device::cuda()); }, Shape{28, 28, 1},
       256);
+  // Issue 10's sizes, where the GPU is compute-bound rather than launch-bound.
+  {
+    const testing::TransformerBlockSize size;  // d_model 1024, 16 heads, sequence 512, feed-forward 4096
+    const Shape shape{16, size.sequence, size.d_model};
+    const Tensor x = random_normal(shape).to(Device::cuda());
+    const Tensor target = random_normal(shape).to(Device::cuda());
+    failures += mixed_precision_speedup(
+        "transformer block (pre-LN, d_model 1024, 16 heads, sequence 512, feed-forward 4096), Adam",
+        [&](const char* policy) { return testing::make_transformer_block(size, policy, Device::cuda()); }, x, target,
+        20, "tokens", size.sequence);
+  }
+  {
+    const auto [x, labels] = classifier_batch(Shape{28, 28, 1}, 4096);
+    failures += mixed_precision_speedup(
+        "CNN of examples/fashion_mnist_cnn.yaml (nn layers), Adam",
+        [](const char* policy) { return testing::make_layer_cnn(policy, Device::cuda()); }, x, labels, 20);
+  }
   return failures == 0 ? 0 : 1;
 }

@@ -6,7 +6,9 @@
 # logs beside it. cuDNN comes from pip (nvidia-cudnn-cu13) when the toolkit lacks
 # it. fmt, nlohmann_json and GoogleTest come from third_party/
 # (scripts/vendor-gpu-deps) unless installed. A failing step is reported in the
-# table and the script goes on to the next one.
+# table and the script goes on to the next one. bench_gpu's last rows, and
+# torch_train.py's autocast rows, are mixed precision's GPU goal (issue 10:
+# bf16 / f32 step throughput ≥ 2.5×, docs/mixed_precision.md).
 #   bench/gpu/run.sh            # on the GPU machine, from the repository root
 #   NIMBUS_GPU_RUN_TORCH_COMPILE=0 bench/gpu/run.sh   # skip torch.compile's rows
 set -uo pipefail

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch's side of the GPU table (bench/gpu/run.sh): the cuBLAS GEMM ceiling,
-the device-to-device copy rate, and MLP / CNN training samples/s in eager mode
-and under torch.compile, on the same models, batch and optimizer as bench_gpu.
+the device-to-device copy rate, MLP / CNN training samples/s in eager mode
+and under torch.compile, on the same models, batch and optimizer as bench_gpu,
+and mixed precision's anchor (issue 10): bench_gpu's transformer block and the
+CNN at batch 4,096, eager, f32 with TF32 off against torch.autocast bf16, and
+the ratio.
 
 Prints Markdown table rows `| what | figure | against |`. Timing: warm-up, then
 a timed loop between synchronize() calls; inputs are random, never
 zeros, and resident on the GPU (the input pipeline is not measured here).
   python3 bench/gpu/torch_train.py [--no-compile]
-NIMBUS_TORCH_DEVICE=cpu runs the training rows on the CPU (a smoke test of this script).
+NIMBUS_TORCH_DEVICE=cpu runs the MLP / CNN training rows on the CPU (a smoke test of this script);
+the mixed-precision rows, at the GPU's sizes, run on CUDA only.
 """
 import os
 import sys
@@ -15,6 +19,7 @@ import time
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 DEVICE = os.environ.get("NIMBUS_TORCH_DEVICE", "cuda")
 
@@ -93,6 +98,83 @@ def train_rate(name, make_model, compiled, batch=256, steps=200):
         f"{s * 1e3:.3f} ms/step; first step {first:.1f} s")
 
 
+class TransformerBlock(nn.Module):
+    """bench_gpu's block (tests/support/policy_step_models.h): pre-LN, self-attention over the whole
+    sequence (no causal mask), GELU feed-forward, Keras's LayerNormalization epsilon. attention="math"
+    writes it out as Nimbus runs it (projections, scores, softmax, weighted values); "sdpa" is PyTorch's
+    fused F.scaled_dot_product_attention (flash attention under bf16)."""
+
+    def __init__(self, attention, d_model=1024, heads=16, feed_forward=4096):
+        super().__init__()
+        self.attention, self.heads = attention, heads
+        self.norm1, self.norm2 = nn.LayerNorm(d_model, eps=1e-3), nn.LayerNorm(d_model, eps=1e-3)
+        self.query, self.key, self.value = (nn.Linear(d_model, d_model) for _ in range(3))
+        self.output = nn.Linear(d_model, d_model)
+        self.up, self.down = nn.Linear(d_model, feed_forward), nn.Linear(feed_forward, d_model)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        normed = self.norm1(x)
+        q, k, v = (p(normed).view(n, t, self.heads, d // self.heads).transpose(1, 2)
+                   for p in (self.query, self.key, self.value))
+        if self.attention == "sdpa":
+            heads = F.scaled_dot_product_attention(q, k, v)
+        else:
+            heads = torch.softmax((q * (d // self.heads) ** -0.5) @ k.transpose(-1, -2), dim=-1) @ v
+        h = x + self.output(heads.transpose(1, 2).reshape(n, t, d))
+        return h + self.down(F.gelu(self.up(self.norm2(h))))
+
+
+def step_rate(make_model, x, y, loss_fn, dtype, steps):
+    """Seconds per eager training step (Adam), under torch.autocast to `dtype` unless it is None."""
+    torch.manual_seed(0)
+    model = make_model().to(DEVICE)
+    if x.dim() == 4:
+        model = model.to(memory_format=torch.channels_last)  # NHWC, as Nimbus's CNN
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(DEVICE, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return seconds_per_call(step, steps)
+
+
+def mixed_precision_speedup(name, make_model, x, y, loss_fn, steps=20, per_sample=""):
+    """Step throughput of one model in f32 (TF32 off in cuBLAS and cuDNN) and under torch.autocast bf16
+    (f32 weights and Adam; matmuls and convolutions in bf16, softmax and layer norm in f32), then the ratio."""
+    cudnn_tf32 = torch.backends.cudnn.allow_tf32  # on by default: the other rows keep PyTorch's defaults
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    batch = x.shape[0]
+    rates = []
+    try:
+        for label, dtype in (("f32, no TF32", None), ("autocast bf16", torch.bfloat16)):
+            s = step_rate(make_model, x, y, loss_fn, dtype, steps)
+            rates.append(batch / s)
+            extra = f"; {batch * x.shape[1] / s:,.0f} {per_sample}/s" if per_sample else ""
+            row(f"PyTorch {name}, batch {batch}, Adam, eager, {label}", f"{batch / s:,.1f} samples/s",
+                f"{s * 1e3:.2f} ms/step{extra}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    row(f"PyTorch {name}: autocast bf16 / f32 step throughput", f"{rates[1] / rates[0]:.2f}×",
+        "the anchor for bench_gpu's ratio (goal ≥ 2.5×)")
+
+
+def mixed_precision_rows():
+    shape = (16, 512, 1024)
+    x, target = torch.randn(shape, device=DEVICE), torch.randn(shape, device=DEVICE)
+    for attention in ("math", "sdpa"):
+        mixed_precision_speedup(f"transformer block (pre-LN, d_model 1024, 16 heads, sequence 512), {attention} attention",
+                                lambda: TransformerBlock(attention), x, target, F.mse_loss, per_sample="tokens")
+    images = torch.rand(4096, 1, 28, 28, device=DEVICE).to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 10, (4096,), device=DEVICE)
+    mixed_precision_speedup("CNN", cnn, images, labels, nn.CrossEntropyLoss())
+
+
 def main():
     if DEVICE == "cuda":
         if not torch.cuda.is_available():
@@ -104,6 +186,10 @@ def main():
         gemm(4096, torch.float32, tf32=True)
         gemm(4096, torch.bfloat16)
         gemm(8192, torch.bfloat16)
+        try:  # before torch.compile's rows, which may use up run.sh's time limit
+            mixed_precision_rows()
+        except Exception as error:  # keep the rows printed so far
+            row("PyTorch mixed-precision rows", "failed", str(error).splitlines()[0][:120])
     for compiled in (False, True):
         if compiled and "--no-compile" in sys.argv:
             continue

@@ -247,5 +247,21 @@ TEST(CudaHarness, CoversTheDataMovementOpsOfTheTrainingSteps) {
   }
 }
 
+TEST(CudaHarness, CoversTheKernelsOfTheMixedPrecisionSteps) {
+  // The transformer block's and layer CNN's steps under mixed_bfloat16 (tests/support/policy_step_models.h):
+  // bias gradients summed in bf16, the CNN's convolutions fused with a bf16 bias, and broadcast_to in the mean's
+  // gradient.
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    std::set<std::string> covered;
+    for (const OpCase& c : cases_with_cuda_kernels(dtype)) covered.insert(c.op);
+    for (const char* op : {"sum", "mean", "reduce_max", "fused_conv2d", "matmul", "fused_matmul"}) {
+      EXPECT_TRUE(covered.count(op)) << op << " in " << dtype_name(dtype);
+    }
+  }
+  std::set<std::string> covered;
+  for (const OpCase& c : cases_with_cuda_kernels(DType::kF32)) covered.insert(c.op);
+  EXPECT_TRUE(covered.count("broadcast_to"));
+}
+
 }  // namespace
 }  // namespace nimbus::testing

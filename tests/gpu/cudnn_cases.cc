@@ -2,9 +2,10 @@
 // so cross_backend_test.cc's CudaOp and CudaOpHalf run each one on the GPU
 // against the CPU reference, f32 at 1e-5 and bf16 / f16 at 1e-2). Larger than
 // tests/core's (which the f64 gradient checks keep tiny): channel counts that
-// are multiples of 8 (the Tensor Cores' NHWC path), odd image sizes, stride 2,
-// dilation, groups, both layouts; and one asymmetric "same" padding, which
-// cuDNN turns away, so the direct kernels serve it.
+// are multiples of 8 (the Tensor Cores' NHWC path) and the CNN's single input
+// channel, odd image sizes, stride 2, dilation, groups, both layouts; and one
+// asymmetric "same" padding, which cuDNN turns away, so the direct kernels
+// serve it.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -73,6 +74,8 @@ NIMBUS_OP_CASES(cudnn) {
   add_convolution("nhwc_stride2_odd", {3, 13, 11, 8}, {3, 3, 8, 8}, conv2d_attrs("valid", {2, 2}, {1, 1}, 1, "NHWC"));
   add_convolution("nhwc_dilation2", {2, 10, 9, 8}, {3, 3, 8, 16}, conv2d_attrs("same", {1, 1}, {2, 2}, 1, "NHWC"));
   add_convolution("nhwc_groups4", {2, 8, 8, 16}, {3, 3, 4, 16}, conv2d_attrs("same", {1, 1}, {1, 1}, 4, "NHWC"));
+  // The first layer of the CNN (one input channel), which the mixed-precision rows run in bf16 at batch 4,096.
+  add_convolution("nhwc_one_channel", {8, 28, 28, 1}, {3, 3, 1, 32}, conv2d_attrs("same", {1, 1}, {1, 1}, 1, "NHWC"));
   add_convolution("nhwc_1x1_stride2", {4, 7, 7, 24}, {1, 1, 24, 8}, conv2d_attrs("valid", {2, 2}, {1, 1}, 1, "NHWC"));
   add_convolution("nchw_groups2_stride2", {2, 8, 9, 9}, {8, 4, 3, 3}, conv2d_attrs("same", {2, 2}, {1, 1}, 2, "NCHW"));
   add_convolution("nchw_dilation_mixed", {1, 3, 15, 12}, {5, 3, 3, 3},

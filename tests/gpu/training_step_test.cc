@@ -7,9 +7,12 @@
 // each weight by about the learning rate whatever its gradient's size).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "nimbus/device/backend.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/nimbus.h"
+#include "support/policy_step_models.h"
 #include "support/step_models.h"
 #include "support/tensor_compare.h"
 
@@ -64,6 +67,40 @@ TEST(CudaTraining, MlpStepsMatchTheCpu) {
 
 TEST(CudaTraining, CnnStepsMatchTheCpu) {
   expect_gpu_trains_like_the_cpu([](Device d) { return testing::make_cnn(d); }, Shape{28, 28, 1});
+}
+
+// Under mixed_bfloat16 (tests/support/policy_step_models.h, bench_gpu's mixed-precision rows at a small
+// size): the GPU's bf16 kernels (cuBLASLt, cuDNN, bf16 sums and the fused bias pass) against the CPU's,
+// fusion on. Both round to bf16 in the same places but accumulate in other orders, so the losses of four
+// Adam steps agree to bf16's 1e-2, not f32's 1e-4.
+void expect_mixed_gpu_trains_like_the_cpu(const MakeModel& make, const Tensor& x, const Tensor& labels) {
+  // Running the traced step needs a GPU; the `gpu` label runs this where one is lent.
+  if (!has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "no CUDA device: the step runs CUDA kernels";
+  const Trained cpu = train(make, Device::cpu(), x, labels, /*jit=*/true);
+  const Trained gpu = train(make, Device::cuda(), x, labels, /*jit=*/true);
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t t = 0; t < cpu.losses.size(); ++t) {
+    EXPECT_NEAR(gpu.losses[t], cpu.losses[t], 1e-2 * std::abs(cpu.losses[t])) << "step " << t;
+  }
+  EXPECT_LT(cpu.losses.back(), cpu.losses.front()) << "the reference did not learn: the check would be vacuous";
+}
+
+TEST(CudaTraining, MixedBf16TransformerBlockStepsMatchTheCpu) {
+  const testing::TransformerBlockSize small{.d_model = 64, .heads = 4, .sequence = 16, .feed_forward = 256};
+  Generator gen(12);
+  const Shape shape{2, small.sequence, small.d_model};
+  const Tensor x = random_normal(shape, 0, 1, DType::kF32, Device::cpu(), &gen);
+  const Tensor target = random_normal(shape, 0, 1, DType::kF32, Device::cpu(), &gen);
+  expect_mixed_gpu_trains_like_the_cpu(
+      [&](Device d) { return testing::make_transformer_block(small, "mixed_bfloat16", d); }, x, target);
+}
+
+TEST(CudaTraining, MixedBf16LayerCnnStepsMatchTheCpu) {
+  Generator gen(13);
+  const Tensor x = random_uniform({32, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &gen);
+  const Tensor labels = cast(random_uniform({32}, 0, 10, DType::kF64, Device::cpu(), &gen), DType::kI64);
+  expect_mixed_gpu_trains_like_the_cpu([](Device d) { return testing::make_layer_cnn("mixed_bfloat16", d); }, x,
+                                       labels);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/train/trainer.h"
-#include "tests/precision/policy_scope.h"
+#include "tests/support/policy_scope.h"
 #include "tests/support/tensor_compare.h"
 
 namespace nimbus {

@@ -13,7 +13,7 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/fused_elementwise.h"
 #include "nimbus/train/trainer.h"
-#include "tests/precision/policy_scope.h"
+#include "tests/support/policy_scope.h"
 
 namespace nimbus {
 namespace {

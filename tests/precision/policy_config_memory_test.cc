@@ -10,7 +10,7 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/train/config.h"
 #include "nimbus/train/memory_check.h"
-#include "tests/precision/policy_scope.h"
+#include "tests/support/policy_scope.h"
 
 namespace nimbus {
 namespace {

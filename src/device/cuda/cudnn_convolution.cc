@@ -1,7 +1,8 @@
 // conv2d, conv2d_backward_input, conv2d_backward_filter and fused_conv2d on
 // CUDA through cuDNN's convolution API (cudnnConvolutionForward /
 // BackwardData / BackwardFilter, cudnnConvolutionBiasActivationForward), in
-// f32, bf16 and f16 (the 16-bit types on Tensor Cores, accumulating in f32).
+// f32, bf16 and f16 (the 16-bit types on Tensor Cores, accumulating in f32;
+// a 16-bit fused_conv2d adds its bias and ReLU in a pass of our own).
 //
 // - Layouts: NHWC (the Tensor Cores' layout) and NCHW as the op says. Our NHWC
 //   filter is TF's (KH, KW, C / groups, F); cuDNN's is (F, KH, KW, C / groups),
@@ -33,6 +34,7 @@
 #include "src/device/cuda/cudnn_handle.h"
 #include "src/device/cuda/cudnn_problem.h"
 #include "src/device/cuda/kernels/cudnn_glue_kernels.h"
+#include "src/device/cuda/kernels/kernels.h"
 #include "src/device/cuda/lazy_libraries.h"
 #include "src/device/cuda/tf32.h"
 #include "src/ops/internal/window_geometry.h"
@@ -249,12 +251,19 @@ void forward(KernelContext& ctx, const Tensor* bias, bool relu) {
   const void* filter = cudnn_filter(p, ctx.inputs[1], filter_scratch, call.stream);
   void* y = ctx.outputs[0].raw_data();
   const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(call.algorithm.algo);
-  if (bias == nullptr || !relu) {
+  // A 16-bit bias goes on in our own pass after the convolution: cuDNN's fused call and cudnnAddTensor
+  // have their own rules for 16-bit biases, which want a GPU to confirm (docs/cuda.md).
+  const bool sixteen_bit_bias = bias != nullptr && p.dtype != DType::kF32;
+  if (bias == nullptr || !relu || sixteen_bit_bias) {
     NIMBUS_CUDNN_CHECK(cudnn().cudnnConvolutionForward(
         call.handle, &kOne, d.x.get(), ctx.inputs[0].raw_data(), d.filter.get(), filter, d.convolution.get(), algo,
         call.workspace.get(), call.workspace.bytes(), &kZero, d.y.get(), y));
   }
-  if (bias != nullptr) {
+  if (sixteen_bit_bias) {
+    const kernels::FloatType type = p.dtype == DType::kBF16 ? kernels::FloatType::kBF16 : kernels::FloatType::kF16;
+    NIMBUS_CUDA_CHECK(kernels::bias_activation(type, y, bias->raw_data(), ctx.outputs[0].numel(), bias->numel(), relu,
+                                               sms(call.stream), call.stream.handle()));
+  } else if (bias != nullptr) {
     const TensorDescriptor bias_descriptor({1, p.y[1], 1, 1}, p.dtype, false);
     if (relu) {
       // One pass: relu(conv + 0 * z + bias), z = y (cuDNN's API needs a z; PyTorch passes its output the same way).
@@ -313,9 +322,10 @@ const bool kRegistered = [] {
   register_kernel(
       "conv2d_backward_filter",
       cudnn_kernel(kConvDTypes, backward_filter, supports<backward_filter_geometry, Direction::kBackwardFilter>));
-  // Bias alone, or bias + ReLU (cuDNN's fused convolution-bias-activation); f32, as the direct kernel.
+  // Bias alone, or bias + ReLU: f32 through cuDNN's fused convolution-bias-activation, bf16 / f16 as cuDNN's
+  // convolution and our bias pass (channels last, which fused_conv2d always is).
   register_kernel("fused_conv2d", cudnn_kernel(
-                                      {DType::kF32},
+                                      kConvDTypes,
                                       [](KernelContext& ctx) {
                                         forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu");
                                       },

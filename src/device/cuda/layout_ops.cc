@@ -1,6 +1,6 @@
-// transpose, slice, pad and concat on CUDA, any dtype. The first three are
-// one remapping kernel (src/device/cuda/kernels/layout_kernels.cu) given each
-// op's strides and shifts; concat copies each input's (outer, axis x inner)
+// transpose, slice, pad, broadcast_to and concat on CUDA, any dtype. The
+// first four are one remapping kernel (src/device/cuda/kernels/layout_kernels.cu)
+// given each op's strides and shifts; concat copies each input's (outer, axis x inner)
 // rows into its columns of the output with cudaMemcpy2DAsync.
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
@@ -66,6 +66,24 @@ void pad(KernelContext& ctx) {
                value_pattern(ctx.outputs[0].dtype(), ctx.attrs.get_float("value")));
 }
 
+// Each output axis walks x's axis aligned with it from the right (numpy's broadcasting), with stride 0 where x
+// has size 1 there or no axis at all.
+void broadcast_to(KernelContext& ctx) {
+  const Shape& x = ctx.inputs[0].shape();
+  const Shape& out = ctx.outputs[0].shape();
+  const auto strides = x.strides();
+  const int leading = out.rank() - x.rank();
+  kernels::Remap r;
+  r.rank = out.rank();
+  for (int d = 0; d < out.rank(); ++d) {
+    const int axis = d - leading;
+    r.dims[d] = out.dims()[d];
+    r.source_dims[d] = out.dims()[d];
+    r.strides[d] = axis >= 0 && x.dims()[axis] != 1 ? strides[static_cast<size_t>(axis)] : 0;
+  }
+  launch_remap(ctx, r, 0);
+}
+
 void concat(KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];
   const int axis = normalize_axis(ctx.attrs.get_int("axis"), out.rank(), "concat");
@@ -89,8 +107,11 @@ void concat(KernelContext& ctx) {
 
 const bool kRegistered = [] {
   const std::vector<DType> all(std::begin(kAllDTypes), std::end(kAllDTypes));
-  for (const auto& [op, fn] : std::initializer_list<std::pair<const char*, KernelFn>>{
-           {"transpose", transpose}, {"slice", slice}, {"pad", pad}, {"concat", concat}}) {
+  for (const auto& [op, fn] : std::initializer_list<std::pair<const char*, KernelFn>>{{"transpose", transpose},
+                                                                                      {"slice", slice},
+                                                                                      {"pad", pad},
+                                                                                      {"broadcast_to", broadcast_to},
+                                                                                      {"concat", concat}}) {
     register_kernel(op, {.name = "cuda", .device = DeviceType::kCUDA, .dtypes = all, .priority = 1, .fn = fn});
   }
   return true;

@@ -1,5 +1,9 @@
-// sum, mean, reduce_max, softmax, log_softmax and sparse_softmax_cross_entropy
-// on CUDA (f32): the ops' shapes turned into launches of src/device/cuda/kernels/reduction_kernels.cu.
+// sum, mean and reduce_max (f32, bf16, f16), softmax, log_softmax and
+// sparse_softmax_cross_entropy (f32) on CUDA: the ops' shapes turned into
+// launches of src/device/cuda/kernels/reduction_kernels.cu. The 16-bit
+// reductions are the bias gradients of a mixed-precision backward pass.
+#include <vector>
+
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_stream.h"
 #include "src/device/cuda/kernels/kernels.h"
@@ -24,8 +28,10 @@ void reduce(KernelContext& ctx) {
   }
   if (shape.outputs == 0) return;
   CudaStream& stream = cuda_stream(ctx.stream);
-  NIMBUS_CUDA_CHECK(kernels::reduce(kind, static_cast<const float*>(x.raw_data()),
-                                    static_cast<float*>(ctx.outputs[0].raw_data()), shape,
+  const kernels::FloatType type = x.dtype() == DType::kBF16  ? kernels::FloatType::kBF16
+                                  : x.dtype() == DType::kF16 ? kernels::FloatType::kF16
+                                                             : kernels::FloatType::kF32;
+  NIMBUS_CUDA_CHECK(kernels::reduce(kind, type, x.raw_data(), ctx.outputs[0].raw_data(), shape,
                                     multiprocessor_count(stream.device().index), stream.handle()));
   NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
 }
@@ -57,19 +63,20 @@ void sparse_cross_entropy(KernelContext& ctx) {
   NIMBUS_CUDA_CHECK_LAUNCH("sparse_softmax_cross_entropy", stream);
 }
 
-KernelDef cuda_kernel(KernelFn fn) {
+KernelDef cuda_kernel(KernelFn fn, std::vector<DType> dtypes = {DType::kF32}) {
   return {.name = "cuda",
           .device = DeviceType::kCUDA,
-          .dtypes = {DType::kF32},
+          .dtypes = std::move(dtypes),
           .priority = 1,
           .fn = std::move(fn),
           .supports = nullptr};
 }
 
 const bool kRegistered = [] {
-  register_kernel("sum", cuda_kernel(reduce<kernels::Reduce::kSum>));
-  register_kernel("mean", cuda_kernel(reduce<kernels::Reduce::kMean>));
-  register_kernel("reduce_max", cuda_kernel(reduce<kernels::Reduce::kMax>));
+  const std::vector<DType> reduced = {DType::kF32, DType::kBF16, DType::kF16};
+  register_kernel("sum", cuda_kernel(reduce<kernels::Reduce::kSum>, reduced));
+  register_kernel("mean", cuda_kernel(reduce<kernels::Reduce::kMean>, reduced));
+  register_kernel("reduce_max", cuda_kernel(reduce<kernels::Reduce::kMax>, reduced));
   register_kernel("softmax", cuda_kernel([](KernelContext& ctx) { softmax(ctx, false); }));
   register_kernel("log_softmax", cuda_kernel([](KernelContext& ctx) { softmax(ctx, true); }));
   register_kernel("sparse_softmax_cross_entropy", cuda_kernel(sparse_cross_entropy));

@@ -12,7 +12,11 @@ namespace nimbus::cuda::kernels {
 
 inline constexpr int kMaxRank = 8;
 
-// A reduction over the axes marked in `reduced` of a contiguous f32 tensor.
+// The floating types our reductions and the 16-bit convolution epilogue take: f32, or 16-bit storage
+// computed in float (bf16, f16), rounded to nearest even on the store.
+enum class FloatType { kF32, kBF16, kF16 };
+
+// A reduction over the axes marked in `reduced` of a contiguous tensor.
 struct ReduceShape {
   int rank = 0;
   int64_t dims[kMaxRank] = {};
@@ -23,7 +27,9 @@ struct ReduceShape {
 };
 enum class Reduce { kSum, kMean, kMax };
 
-cudaError_t reduce(Reduce kind, const float* x, float* y, const ReduceShape& shape, int sms, cudaStream_t stream);
+// x and y of one type; sums accumulate in double, and a 16-bit result is rounded once.
+cudaError_t reduce(Reduce kind, FloatType type, const void* x, void* y, const ReduceShape& shape, int sms,
+                   cudaStream_t stream);
 
 // Softmax (or log-softmax) over the middle axis of x seen as (outer, length, inner).
 cudaError_t softmax(const float* x, float* y, int64_t outer, int64_t length, int64_t inner, bool log_form, int sms,
@@ -41,6 +47,12 @@ cudaError_t fill(void* out, int64_t n, int element_size, uint64_t pattern, int s
 // off.
 cudaError_t one_hot(const void* ids, LabelType id_type, float* out, int64_t rows, int64_t depth, float on, float off,
                     int sms, cudaStream_t stream);
+
+// y[i] = activation(y[i] + bias[i % channels]) in place over a channels-last 16-bit tensor of n elements
+// (bf16 or f16, as the bias), in float, rounded once: fused_conv2d's bias and ReLU after cuDNN's 16-bit
+// convolution (src/device/cuda/cudnn_convolution.cc).
+cudaError_t bias_activation(FloatType type, void* y, const void* bias, int64_t n, int64_t channels, bool relu, int sms,
+                            cudaStream_t stream);
 
 // A sliding window over a batch of images (conv2d, max_pool2d): x is (N, in_h, in_w, in_c) and y
 // (N, out_h, out_w, out_c), stored NHWC or NCHW; conv2d's filter is (KH, KW, in_c / groups, out_c)

@@ -1,4 +1,4 @@
-// transpose, slice and pad on CUDA as one remapping kernel: one thread per
+// transpose, slice, pad and broadcast_to on CUDA as one remapping kernel: one thread per
 // output element, grid-stride (256 threads a block, at most 32 blocks per
 // SM), moving whole elements as 1-, 2-, 4- or 8-byte words (any dtype).
 #include "src/device/cuda/kernels/launch_shape.h"

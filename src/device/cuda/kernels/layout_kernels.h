@@ -1,5 +1,5 @@
 // Launchers of src/device/cuda/kernels/layout_kernels.cu (transpose, slice,
-// pad), compiled by nvcc: plain C++17 with the runtime's types, like kernels.h.
+// pad, broadcast_to), compiled by nvcc: plain C++17 with the runtime's types, like kernels.h.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,7 +11,8 @@ namespace nimbus::cuda::kernels {
 // Output element c (a multi-index over `dims`) reads source coordinate s_d = c_d - shift_d along each
 // output axis d; the source element is at sum s_d * strides[d] (strides of the source axis that output
 // axis d walks). Where any s_d falls outside [0, source_dims[d]) the output is `pattern` (pad's value).
-// transpose: strides permuted, shift 0; slice: shift = -begin; pad: shift = the padding before.
+// transpose: strides permuted, shift 0; slice: shift = -begin; pad: shift = the padding before;
+// broadcast_to: stride 0 along the broadcast axes, source_dims = dims.
 struct Remap {
   int rank = 0;
   int64_t dims[8] = {};
