@@ -23,7 +23,7 @@
 #include "nimbus/train/loss_scale.h"
 #include "nimbus/train/optimizers.h"
 #include "nimbus/train/trainer.h"
-#include "tests/precision/policy_scope.h"
+#include "tests/support/policy_scope.h"
 #include "tiny_run.h"
 #include "train_test_util.h"
 
