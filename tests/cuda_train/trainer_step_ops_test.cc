@@ -30,7 +30,6 @@ TEST(CudaTrainerSteps, EveryOpOfTheMlpConfigsStepsHasACudaKernel) {
   }
 }
 
-
 // The trainer on a GPU takes the fused Adam (fused left unset): traced here with fused: true, the train
 // step updates every weight in one adam_update node, which has a CUDA kernel like the rest.
 TEST(CudaTrainerSteps, TheFusedAdamStepUpdatesEveryWeightInOneNodeWithACudaKernel) {

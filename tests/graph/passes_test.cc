@@ -233,13 +233,10 @@ TEST(UpdateForwarding, LeavesAGraphAloneWhenAViewOfAnUpdatedVariableIsReadAfterT
 int add_adam_update(Graph& g, int w, int m, int v, int gradient) {
   const int alpha = g.add_constant(Tensor::scalar<double>(0.1));
   const int decay = g.add_constant(Tensor::scalar<double>(0.0));
-  return g.add_op(op("adam_update"),
-                  Attrs{{"count", int64_t{1}},
-                        {"beta_1", 0.9},
-                        {"beta_2", 0.999},
-                        {"epsilon", 1e-7},
-                        {"weight_decay", false}},
-                  {{w, 0}, {m, 0}, {v, 0}, {gradient, 0}, {alpha, 0}, {decay, 0}}, {});
+  return g.add_op(
+      op("adam_update"),
+      Attrs{{"count", int64_t{1}}, {"beta_1", 0.9}, {"beta_2", 0.999}, {"epsilon", 1e-7}, {"weight_decay", false}},
+      {{w, 0}, {m, 0}, {v, 0}, {gradient, 0}, {alpha, 0}, {decay, 0}}, {});
 }
 
 TEST(UpdateForwarding, LeavesAGraphAloneWhenAnAssignTargetsAVariableAnotherOpWritesInPlace) {
