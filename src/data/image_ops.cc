@@ -132,9 +132,14 @@ Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width) {
     throw InvalidArgument(fmt::format("resize_bilinear: target size ({}, {}) must be positive", height, width));
   }
   const int64_t h = image.dim(0), w = image.dim(1), c = image.dim(2);
-  Tensor src_f = image.dtype() == DType::kF32 ? image : as_f32(image);
-  const float scale_back = image.dtype() == DType::kU8 ? 255.0f : 1.0f;  // keep the u8 value range
-  const float* src = src_f.data<float>();
+  // A u8 image is read in place, each value / 255 as as_f32 gives it: converting it whole would take four times
+  // its bytes (1.4 GB for the largest image decode_image accepts; found by fuzz_image).
+  const bool u8 = image.dtype() == DType::kU8;
+  const Tensor src_f = image.dtype() == DType::kF32 || u8 ? image : as_f32(image);
+  const uint8_t* src_u8 = u8 ? image.data<uint8_t>() : nullptr;
+  const float* src_f32 = u8 ? nullptr : src_f.data<float>();
+  const auto src = [&](int64_t i) { return u8 ? static_cast<float>(src_u8[i]) * (1.0f / 255.0f) : src_f32[i]; };
+  const float scale_back = u8 ? 255.0f : 1.0f;  // keep the u8 value range
   Tensor out = host_tensor(Shape{height, width, c}, DType::kF32);
   float* dst = out.data<float>();
   const float sy = static_cast<float>(h) / static_cast<float>(height);
@@ -148,8 +153,8 @@ Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width) {
       const int64_t x0 = static_cast<int64_t>(fx), x1 = std::min(x0 + 1, w - 1);
       const float dx = fx - static_cast<float>(x0);
       for (int64_t k = 0; k < c; ++k) {
-        const float a = src[(y0 * w + x0) * c + k], b = src[(y0 * w + x1) * c + k];
-        const float d = src[(y1 * w + x0) * c + k], e = src[(y1 * w + x1) * c + k];
+        const float a = src((y0 * w + x0) * c + k), b = src((y0 * w + x1) * c + k);
+        const float d = src((y1 * w + x0) * c + k), e = src((y1 * w + x1) * c + k);
         const float top = a + (b - a) * dx, bottom = d + (e - d) * dx;
         dst[(y * width + x) * c + k] = (top + (bottom - top) * dy) * scale_back;
       }
