@@ -67,5 +67,15 @@ TEST_F(LogicalDevices, BadConfigurationsAreClearErrors) {
   EXPECT_NE(missing.find("no logical CPU device cpu:2: there are cpu:0 .. cpu:1"), std::string::npos) << missing;
 }
 
+TEST_F(LogicalDevices, HostValuesLandOnTheDeviceAskedFor) {
+  set_logical_cpu_devices({{.threads = 1}, {.threads = 1}});
+  const Tensor scalar = Tensor::scalar(2.5f, Device::cpu(1));
+  EXPECT_EQ(scalar.device(), Device::cpu(1));
+  EXPECT_EQ(scalar.item<float>(), 2.5f);
+  const Tensor values = Tensor::from_vector<float>({1, 2, 3}, Shape{3}, Device::cpu(1));
+  EXPECT_EQ(values.device(), Device::cpu(1));
+  EXPECT_EQ(Tensor::scalar(1.0f).device(), Device::cpu(0));
+}
+
 }  // namespace
 }  // namespace nimbus::testing

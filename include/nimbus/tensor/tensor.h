@@ -139,7 +139,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
   Tensor host = empty(shape, dtype_of<T>(), Device::cpu());
   T* dst = host.data<T>();
   for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
-  return device.is_cpu() ? host : host.to(device);
+  // A logical CPU device other than cpu:0 gets its own tensor, so the result is on the device asked for.
+  return device == Device::cpu() ? host : host.to(device);
 }
 
 template <typename T>
