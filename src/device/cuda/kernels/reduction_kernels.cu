@@ -1,8 +1,14 @@
-// Reductions (f32, bf16, f16), softmax / log-softmax and sparse softmax
-// cross-entropy (f32), accumulated in double like the CPU reference kernels
-// (src/ops/reduction.cc, src/ops/cross_entropy.cc), so the two agree to
-// rounding; a 16-bit result is rounded once, as the reference's f32 sum of
-// the widened elements is.
+// Reductions (f32, bf16, f16) and sparse softmax cross-entropy (f32),
+// accumulated in double like the CPU reference kernels (src/ops/reduction.cc,
+// src/ops/cross_entropy.cc), so the two agree to rounding; a 16-bit result is
+// rounded once, as the reference's f32 sum of the widened elements is. Both
+// read each element once, so the double arithmetic hides behind the loads.
+// Softmax and log-softmax (f32) compute in float, as the CPU's vectorized
+// kernel (src/device/cpu/softmax_kernels.cc) and PyTorch do: they take two
+// exponentials per element, and double exp runs at 1/32 to 1/64 of the float
+// rate on the cloud's T4, L4 and A10G (over attention's scores that is
+// milliseconds a step); summing at most a row in float stays well inside the
+// 1e-5 the cross-backend cases ask.
 //
 // Launch shapes (256 threads a block, grid-stride loops, at most 32 blocks per SM):
 //   reductions: one thread per output element walking its reduced elements, or, for 256 or more of
@@ -100,18 +106,18 @@ __global__ void softmax_rows_kernel(const float* __restrict__ x, float* __restri
   for (int64_t row = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; row < rows; row += warps) {
     const float* in = x + row * length;
     float* out = y + row * length;
-    double max_value = -INFINITY;
-    for (int64_t k = lane; k < length; k += kWarp) max_value = fmax(max_value, double{in[k]});
+    float max_value = -INFINITY;
+    for (int64_t k = lane; k < length; k += kWarp) max_value = fmaxf(max_value, in[k]);
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      max_value = fmax(max_value, __shfl_xor_sync(0xffffffffu, max_value, offset));
+      max_value = fmaxf(max_value, __shfl_xor_sync(0xffffffffu, max_value, offset));
     }
-    double total = 0;
-    for (int64_t k = lane; k < length; k += kWarp) total += exp(double{in[k]} - max_value);
+    float total = 0;
+    for (int64_t k = lane; k < length; k += kWarp) total += expf(in[k] - max_value);
     for (int offset = kWarp / 2; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-    const double log_total = log(total);
+    const float log_total = logf(total);
     for (int64_t k = lane; k < length; k += kWarp) {
-      const double shifted = double{in[k]} - max_value;
-      out[k] = static_cast<float>(log_form ? shifted - log_total : exp(shifted) / total);
+      const float shifted = in[k] - max_value;
+      out[k] = log_form ? shifted - log_total : expf(shifted) / total;
     }
   }
 }
@@ -121,14 +127,14 @@ __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ 
   for (int64_t row = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < outer * inner;
        row += int64_t{gridDim.x} * blockDim.x) {
     const int64_t first = (row / inner) * length * inner + row % inner;
-    double max_value = -INFINITY;
-    for (int64_t k = 0; k < length; ++k) max_value = fmax(max_value, double{x[first + k * inner]});
-    double total = 0;
-    for (int64_t k = 0; k < length; ++k) total += exp(double{x[first + k * inner]} - max_value);
-    const double log_total = log(total);
+    float max_value = -INFINITY;
+    for (int64_t k = 0; k < length; ++k) max_value = fmaxf(max_value, x[first + k * inner]);
+    float total = 0;
+    for (int64_t k = 0; k < length; ++k) total += expf(x[first + k * inner] - max_value);
+    const float log_total = logf(total);
     for (int64_t k = 0; k < length; ++k) {
-      const double shifted = double{x[first + k * inner]} - max_value;
-      y[first + k * inner] = static_cast<float>(log_form ? shifted - log_total : exp(shifted) / total);
+      const float shifted = x[first + k * inner] - max_value;
+      y[first + k * inner] = log_form ? shifted - log_total : expf(shifted) / total;
     }
   }
 }
