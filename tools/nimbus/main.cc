@@ -6,7 +6,10 @@
 #include "commands.h"
 #include "nimbus/nimbus.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+// Parses the arguments and runs the chosen subcommand; errors propagate to main.
+int run(int argc, char** argv) {
   nimbus::reexec_with_omp_defaults(argc, argv);
   CLI::App app{"Nimbus: train deep-learning models fast and cheap on cloud GPUs"};
   app.set_version_flag("--version", "nimbus 0.1.0");
@@ -35,13 +38,23 @@ int main(int argc, char** argv) {
   // clang-format on
 
   CLI11_PARSE(app, argc, argv);
+  nimbus::RuntimeOptions options;
+  options.threads = threads;
+  nimbus::configure_runtime(options);
+  return commands.at(app.get_subcommands().front()->get_name())();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    nimbus::RuntimeOptions options;
-    options.threads = threads;
-    nimbus::configure_runtime(options);
-    return commands.at(app.get_subcommands().front()->get_name())();
+    return run(argc, argv);
   } catch (const nimbus::Error& error) {
     std::cerr << "nimbus: " << error_kind_name(error.kind()) << ": " << error.what() << "\n";
+    return 1;
+  } catch (const std::exception& error) {
+    // Anything else (out of memory, a library's own exception) still ends with a message, not a crash.
+    std::cerr << "nimbus: error: " << error.what() << "\n";
     return 1;
   }
 }
