@@ -196,7 +196,9 @@ TEST_P(CudaOpSideEffects, WritesWhatTheCpuReferenceWrites) {
     }
     const Comparison result = compare_tensors(host, reference[i], c.forward_tolerance);
     EXPECT_TRUE(result.ok) << c.op << " input " << i << ": " << result.message;
-    if (host.numel() > 0) EXPECT_FALSE(compare_tensors(host, fresh[i], 0).ok) << c.op << " did not write input " << i;
+    if (host.numel() > 0) {
+      EXPECT_FALSE(compare_tensors(host, fresh[i], 0).ok) << c.op << " did not write input " << i;
+    }
   }
 }
 

@@ -163,7 +163,9 @@ TEST(BfcConcurrency, ThreadsOnStreamsOfTheirOwn) {
     allocator.trim();
     allocator.check_consistency();
     EXPECT_EQ(allocator.stats().bytes_in_use, 0u);
-    if (!limited) EXPECT_EQ(ooms.load(), 0);
+    if (!limited) {
+      EXPECT_EQ(ooms.load(), 0);
+    }
   }
 }
 

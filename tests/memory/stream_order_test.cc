@@ -243,7 +243,9 @@ TEST_P(StreamOrderProperty, NoBlockReachesAnotherStreamBeforeItsEvent) {
       forget_completed();
     }
     const AllocatorStats stats = allocator.stats();
-    if (c.limit) ASSERT_LE(stats.bytes_reserved, *c.limit);
+    if (c.limit) {
+      ASSERT_LE(stats.bytes_reserved, *c.limit);
+    }
     if (op % 1000 == 0) {
       // Pending blocks count as in use until the allocator frees them (trim frees the completed ones).
       allocator.trim();
@@ -263,7 +265,9 @@ TEST_P(StreamOrderProperty, NoBlockReachesAnotherStreamBeforeItsEvent) {
   EXPECT_EQ(allocator.stats().bytes_in_use, 0u);
   EXPECT_EQ(allocator.stats().live_allocations, 0u);
   EXPECT_GT(reused, 1000u) << "the sequence should exercise same-stream reuse";
-  if (c.default_stream) EXPECT_GT(waited_on_device, 1000u);
+  if (c.default_stream) {
+    EXPECT_GT(waited_on_device, 1000u);
+  }
   RecordProperty("reused", static_cast<int>(reused));
   RecordProperty("ooms", static_cast<int>(ooms));
 }

@@ -70,7 +70,9 @@ TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndF32SoftmaxAnd
       ++gelus;
       EXPECT_EQ(out, DType::kBF16) << "gelu follows its bf16 input";
     }
-    if (op == "assign") EXPECT_EQ(g.spec(node.inputs[1]).dtype, DType::kF32) << "updates of the f32 variables";
+    if (op == "assign") {
+      EXPECT_EQ(g.spec(node.inputs[1]).dtype, DType::kF32) << "updates of the f32 variables";
+    }
   }
   // Attention: 4 kernels and 4 biases; two layer norms' gamma and beta; two dense kernels and biases.
   EXPECT_EQ(variables, 16);

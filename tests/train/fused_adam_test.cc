@@ -7,6 +7,7 @@
 // rounded to f32 (no FMA contraction: the reference kernel's file is compiled
 // with -ffp-contract=off, the .cu file uses round-to-nearest intrinsics), so the results are equal bit for bit; the
 // tests check bit equality, which implies the 1e-6 relative bound.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -42,7 +43,7 @@ constexpr int kSteps = 5;
 std::vector<Variable> make_variables(DType dtype = DType::kF32) {
   std::vector<Variable> variables;
   for (size_t i = 0; i < kShapes.size(); ++i) {
-    variables.emplace_back(random_input(kShapes[i], dtype, 100 + i), "w" + std::to_string(i));
+    variables.emplace_back(random_input(kShapes[i], dtype, 100 + i), fmt::format("w{}", i));
   }
   return variables;
 }
