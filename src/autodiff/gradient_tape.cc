@@ -104,8 +104,9 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     }
     for (size_t s = 0; s < sources.size(); ++s) {
       const auto found = first_use.find(sources[s].id());
-      if (found != first_use.end() && reaches_source.count(sources[s].id()) != 0)
+      if (found != first_use.end() && reaches_source.count(sources[s].id()) != 0) {
         final_after[found->second].push_back(s);
+      }
     }
   }
 

@@ -34,7 +34,7 @@ ConditionalUpdateScope::ConditionalUpdateScope(Tensor condition) : previous_(upd
 ConditionalUpdateScope::~ConditionalUpdateScope() { update_condition() = previous_; }
 const Tensor& ConditionalUpdateScope::current() { return update_condition(); }
 
-Variable::Variable(Tensor initial_value, std::string name, bool trainable) {
+Variable::Variable(const Tensor& initial_value, std::string name, bool trainable) {
   if (!initial_value.defined()) throw InvalidArgument("Variable '" + name + "': the initial value is undefined");
   if (initial_value.is_symbolic()) {
     throw InvalidArgument("Variable '" + name + "' created inside a traced function",

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/idx.h"
@@ -31,7 +32,7 @@ Dataset Dataset::from_generator(GeneratorFactory make_generator, std::string nam
 Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
   return Dataset(detail::make_range_node(start, stop, step));
 }
-Dataset Dataset::idx(std::vector<std::string> paths) {
+Dataset Dataset::idx(const std::vector<std::string>& paths) {
   if (paths.empty()) throw InvalidArgument("Dataset::idx: no files given");
   Element tensors;
   for (const auto& path : paths) tensors.push_back(read_idx(path));
@@ -88,7 +89,9 @@ Dataset Dataset::padded_batch(int64_t batch_size, std::vector<Shape> padded_shap
                                          std::move(padding_values)));
 }
 Dataset Dataset::unbatch() const { return Dataset(detail::make_unbatch_node(node_)); }
-Dataset Dataset::cache(std::string filename) const { return Dataset(detail::make_cache_node(node_, filename)); }
+Dataset Dataset::cache(std::string filename) const {
+  return Dataset(detail::make_cache_node(node_, std::move(filename)));
+}
 Dataset Dataset::prefetch(int64_t buffer_size) const {
   if (buffer_size == 0 || buffer_size < kAutotune) {
     throw InvalidArgument(fmt::format("prefetch: buffer_size must be >= 1 or kAutotune, got {}", buffer_size));
@@ -105,9 +108,10 @@ Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
   }
   return Dataset(detail::make_shard_node(node_, num_shards, index));
 }
-Dataset Dataset::zip(std::vector<Dataset> datasets) {
+Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
   if (datasets.empty()) throw InvalidArgument("zip: no datasets given");
   std::vector<NodePtr> nodes;
+  nodes.reserve(datasets.size());
   for (const auto& d : datasets) nodes.push_back(d.node());
   return Dataset(detail::make_zip_node(std::move(nodes)));
 }
@@ -240,8 +244,9 @@ std::string IteratorState::stats_text() const {
     std::string parallel =
         n->parallelism >= 0 ? fmt::format("{}{}", n->parallelism.load(), n->autotuned ? "*" : "") : std::string("-");
     std::string notes = n->get_note();
-    if (n->source_reads > 0)
+    if (n->source_reads > 0) {
       notes += fmt::format("{}read {} from source", notes.empty() ? "" : "; ", n->source_reads.load());
+    }
     if (n->errors_skipped > 0) {
       notes += fmt::format("{}skipped {} bad elements", notes.empty() ? "" : "; ", n->errors_skipped.load());
     }

@@ -154,8 +154,9 @@ Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what
   for (int64_t y = 0; y < window.height; ++y) {
     JSAMPROW row = direct ? dst + static_cast<size_t>(y) * out_row : row_buffer->data();
     jpeg_read_scanlines(&info, &row, 1);
-    if (!direct)
+    if (!direct) {
       convert_pixels(row_buffer->data() + skip, dst + static_cast<size_t>(y) * out_row, window.width, from, to);
+    }
   }
   if (window.top + window.height == image_height) jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
@@ -238,10 +239,12 @@ Tensor decode(std::string_view bytes, int channels, const std::string& what, con
     throw InvalidArgument(fmt::format("decode_image: channels must be 0, 1, 3 or 4, got {}", channels));
   }
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+  if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
     return decode_jpeg(bytes, channels, what, choose);
-  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+  }
+  if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) {
     return decode_png(bytes, channels, what, choose);
+  }
   throw DataError(fmt::format("{}: neither JPEG nor PNG ({} bytes, first bytes do not match either signature)",
                               context(what), bytes.size()),
                   "decode_image reads JPEG and PNG files");
@@ -313,8 +316,9 @@ std::string encode_jpeg(const Tensor& image, int quality) {
     throw InvalidArgument(fmt::format("encode_jpeg: expected a u8 (H, W, 1 or 3) image, got {} {}",
                                       dtype_name(image.dtype()), image.shape().to_string()));
   }
-  if (quality < 1 || quality > 100)
+  if (quality < 1 || quality > 100) {
     throw InvalidArgument(fmt::format("encode_jpeg: quality {} not in 1..100", quality));
+  }
   jpeg_compress_struct info{};
   JpegError error{};
   info.err = jpeg_std_error(&error.manager);
@@ -360,8 +364,9 @@ Tensor read_file(const std::string& path) {
     ~FdCloser() { ::close(fd); }
   } closer{fd};
   struct stat info {};
-  if (::fstat(fd, &info) != 0)
+  if (::fstat(fd, &info) != 0) {
     throw DataError(fmt::format("read_file: cannot stat '{}': {}", path, std::strerror(errno)));
+  }
   const auto size = static_cast<size_t>(info.st_size);
   Tensor out = host_tensor(Shape{static_cast<int64_t>(size)}, DType::kU8);
   auto* dst = static_cast<char*>(out.raw_data());

@@ -40,8 +40,9 @@ class WireReader {
   }
   std::string_view bytes(size_t* start = nullptr) {
     const uint64_t n = varint();
-    if (n > data_.size() - pos_)
+    if (n > data_.size() - pos_) {
       fail(fmt::format("a field of {} bytes runs past the end ({} left)", n, data_.size() - pos_));
+    }
     if (start) *start = base_ + pos_;
     std::string_view out = data_.substr(pos_, n);
     pos_ += n;
@@ -96,10 +97,11 @@ FeatureValue decode_feature(std::string_view data, size_t base) {
       auto& out = std::get<BytesList>(*value).values;
       while (!lr.done()) {
         auto [f, w] = lr.tag();
-        if (f == 1 && w == kLengthDelimited)
+        if (f == 1 && w == kLengthDelimited) {
           out.emplace_back(lr.bytes());
-        else
+        } else {
           lr.skip(w);
+        }
       }
     } else if (field == 2) {
       if (!value || !std::holds_alternative<FloatList>(*value)) value = FloatList{};
@@ -311,10 +313,11 @@ Element parse_example(std::string_view serialized, const std::vector<FeatureSpec
       Tensor t = host_tensor(s.shape, s.type == FeatureType::kFloat ? DType::kF32 : DType::kI64);
       for (int64_t i = 0; i < s.shape.numel(); ++i) {
         const double v = d.size() == 1 ? d[0] : d[static_cast<size_t>(i)];
-        if (s.type == FeatureType::kFloat)
+        if (s.type == FeatureType::kFloat) {
           t.data<float>()[i] = static_cast<float>(v);
-        else
+        } else {
           t.data<int64_t>()[i] = static_cast<int64_t>(v);
+        }
       }
       out.push_back(t);
       continue;

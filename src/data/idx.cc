@@ -149,7 +149,8 @@ Tensor read_idx(const std::string& path) {
   switch (type->code) {
     case 0x09: {
       auto* dst = result.data<int32_t>();
-      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<int8_t>(raw[i]);
+      // IDX type 0x09 is a signed byte: the sign extension is the point.
+      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<int8_t>(raw[i]);  // NOLINT(bugprone-signed-char-misuse)
       break;
     }
     case 0x0B: {

@@ -215,10 +215,11 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
       dst[i] = static_cast<float>(src[i]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
     }
   };
-  if (from_u8)
+  if (from_u8) {
     run(source.data<uint8_t>());
-  else
+  } else {
     run(source.data<float>());
+  }
   return out;
 }
 

@@ -114,10 +114,11 @@ class GeneratorNode : public DatasetNode {
     std::optional<Element> get_next() override {
       if (done_) return std::nullopt;
       std::optional<Element> out = fn_();
-      if (!out)
+      if (!out) {
         done_ = true;
-      else
+      } else {
         stats().source_reads++;
+      }
       return out;
     }
 

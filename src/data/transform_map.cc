@@ -280,10 +280,11 @@ class ParallelMapIterator : public IteratorImpl {
     // shortage of calls in flight.
     const double window_ns = std::max(1.0, static_cast<double>(now_ns() - window_start_ns_));
     const double wait_share = window_wait_ns_ / window_ns;
-    if (wait_share > 0.05)
+    if (wait_share > 0.05) {
       target = std::max(parallelism + 1, estimate);
-    else if (estimate + 1 < parallelism)
+    } else if (estimate + 1 < parallelism) {
       target = parallelism - 1;
+    }
     target = std::clamp(target, 1, cores_);
     stats().set_note(fmt::format(
         "autotune: {} in flight — a call takes {:.3f} ms, the consumer asks every {:.3f} ms "

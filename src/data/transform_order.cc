@@ -17,8 +17,9 @@ class RepeatNode : public UnaryNode {
   int64_t cardinality() const override {
     const int64_t n = input_->cardinality();
     if (count_ == 0 || n == 0) return 0;
-    if (n == kInfiniteCardinality || count_ < 0)
+    if (n == kInfiniteCardinality || count_ < 0) {
       return n == kUnknownCardinality ? kUnknownCardinality : kInfiniteCardinality;
+    }
     if (n == kUnknownCardinality) return kUnknownCardinality;
     return n * count_;
   }

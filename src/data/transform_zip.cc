@@ -22,10 +22,11 @@ class ZipNode : public DatasetNode {
     int64_t smallest = kInfiniteCardinality;
     for (const auto& input : inputs_) {
       const int64_t n = input->cardinality();
-      if (n == kUnknownCardinality)
+      if (n == kUnknownCardinality) {
         unknown = true;
-      else if (n != kInfiniteCardinality)
+      } else if (n != kInfiniteCardinality) {
         smallest = smallest == kInfiniteCardinality ? n : std::min(smallest, n);
+      }
     }
     if (unknown) return kUnknownCardinality;
     return smallest;

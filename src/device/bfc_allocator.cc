@@ -408,8 +408,9 @@ void BfcAllocator::configure(const MemoryOptions& options) {
   if (options.mode != MemoryMode::kPreallocate) return;
   const uint64_t free_memory = sub_allocator_->free_memory();
   uint64_t bytes = static_cast<uint64_t>(options.fraction * static_cast<double>(free_memory));
-  if (options.limit)
+  if (options.limit) {
     bytes = std::min(bytes, *options.limit > counters_.bytes_reserved ? *options.limit - counters_.bytes_reserved : 0);
+  }
   bytes = round_down(bytes, bytes >= kRegionGranule ? kRegionGranule : kGranule);
   if (bytes == 0) return;
   if (!add_region(bytes)) {

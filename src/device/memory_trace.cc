@@ -52,8 +52,9 @@ MemoryTrace read_memory_trace(const std::string& path) {
     fields >> kind >> event.id;
     if (kind == 'a') {
       fields >> event.bytes >> tag;
-      if (!fields || event.id != trace.bytes.size())
+      if (!fields || event.id != trace.bytes.size()) {
         throw bad("expected allocation " + std::to_string(trace.bytes.size()));
+      }
       if (tag < 0 || tag >= static_cast<int>(kNumMemoryTags)) throw bad("no such memory tag");
       event.allocate = true;
       event.tag = static_cast<MemoryTag>(tag);

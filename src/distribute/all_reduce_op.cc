@@ -166,10 +166,12 @@ std::vector<Tensor> all_reduce_sum(const std::vector<Tensor>& tensors) {
 
 std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& gradients, size_t bucket_bytes) {
   std::vector<size_t> bytes;
+  bytes.reserve(gradients.size());
   for (const Tensor& gradient : gradients) bytes.push_back(gradient.defined() ? gradient.nbytes() : 0);
   std::vector<Tensor> reduced(gradients.size());
   for (const std::vector<size_t>& bucket : gradient_buckets(bytes, bucket_bytes)) {
     std::vector<Tensor> inputs;
+    inputs.reserve(bucket.size());
     for (size_t i : bucket) inputs.push_back(gradients[i]);
     std::vector<Tensor> outputs = all_reduce_sum(inputs);
     for (size_t k = 0; k < bucket.size(); ++k) reduced[bucket[k]] = std::move(outputs[k]);
@@ -190,6 +192,7 @@ std::vector<Tensor> all_reduce_wait(const Tensor& ticket, const std::vector<Tens
 OverlappedAllReduce::OverlappedAllReduce(const std::vector<Tensor>& variables, size_t bucket_bytes)
     : bucket_of_(variables.size()), gradients_(variables.size()) {
   std::vector<size_t> bytes;
+  bytes.reserve(variables.size());
   for (const Tensor& variable : variables) bytes.push_back(variable.nbytes());
   buckets_ = gradient_buckets(bytes, bucket_bytes);
   for (size_t b = 0; b < buckets_.size(); ++b) {

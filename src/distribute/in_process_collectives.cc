@@ -91,7 +91,7 @@ class InProcessGroup::Member final : public Collectives {
   void barrier() override { run({.name = "barrier"}); }
 
  private:
-  void run(Call call) {
+  void run(const Call& call) {
     State& s = *state_;
     std::unique_lock lock(s.mutex);
     const auto deadline = std::chrono::steady_clock::now() + s.options.timeout;

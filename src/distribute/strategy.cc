@@ -112,8 +112,9 @@ class MirroredStrategy final : public Strategy {
     gradient_group_ = std::make_unique<InProcessGroup>(size, options_.collectives);
     contexts_.clear();
     for (int i = 0; i < size; ++i) {
-      if (options_.overlap)
+      if (options_.overlap) {
         gradient_threads_.push_back(std::make_unique<CommunicationThread>(gradient_group_->member(i)));
+      }
       contexts_.push_back({.replica_id = i,
                            .num_replicas = size,
                            .device = devices_[static_cast<size_t>(i)],

@@ -235,6 +235,7 @@ class Doctor {
     }
     if (!needs("stragglers", per_worker.size() >= 2, "not a multi-worker run")) return;
     std::vector<std::pair<double, int>> means;
+    means.reserve(per_worker.size());
     for (const auto& [worker, totals] : per_worker) means.emplace_back(totals.first / totals.second, worker);
     std::sort(means.begin(), means.end());
     const double median = means[(means.size() - 1) / 2].first;  // the lower median: with two workers, the faster

@@ -47,8 +47,9 @@ Tensor Initializer::make(const Shape& shape, DType dtype) const {
       uint64_t next = offset;
       for (size_t i = 0; i < count; ++i) {
         double z = 0;
-        do z = philox_normal(stream, next++);
-        while (std::abs(z) > 2);
+        do {
+          z = philox_normal(stream, next++);
+        } while (std::abs(z) > 2);
         values[i] = z * scale;
       }
     };

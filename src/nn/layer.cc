@@ -34,6 +34,7 @@ Dims dims_of(const Tensor& tensor) {
 int count_ancestor_layers(const std::vector<KerasTensor>& inputs) {
   std::unordered_set<const LayerImpl*> seen;
   std::vector<const KerasTensor::Node*> stack;
+  stack.reserve(inputs.size());
   std::unordered_set<const KerasTensor::Node*> visited;
   for (const KerasTensor& input : inputs) stack.push_back(input.node().get());
   while (!stack.empty()) {
@@ -54,8 +55,9 @@ std::atomic<DType> default_float_dtype{DType::kF32};
 DType floatx() { return default_float_dtype.load(); }
 
 void set_floatx(DType dtype) {
-  if (!is_floating(dtype))
+  if (!is_floating(dtype)) {
     throw InvalidArgument(fmt::format("set_floatx: {} is not a floating dtype", dtype_name(dtype)));
+  }
   default_float_dtype.store(dtype);
 }
 
@@ -211,6 +213,7 @@ std::vector<Tensor> Layer::operator()(const std::vector<Tensor>& inputs, bool tr
   NIMBUS_ASSERT(impl_ != nullptr) << "calling an undefined layer";
   if (!impl_->built()) {
     std::vector<Dims> shapes;
+    shapes.reserve(inputs.size());
     for (const Tensor& input : inputs) shapes.push_back(dims_of(input));
     try {
       impl_->ensure_built(shapes);

@@ -351,7 +351,7 @@ class DepthwiseConv2DLayer : public LayerImpl {
 
 class Pooling2DLayer : public LayerImpl {
  public:
-  Pooling2DLayer(bool max, std::array<int64_t, 2> pool_size, Pooling2DOptions options)
+  Pooling2DLayer(bool max, std::array<int64_t, 2> pool_size, const Pooling2DOptions& options)
       : LayerImpl(max ? "MaxPooling2D" : "AveragePooling2D",
                   name_or(options.name, max ? "max_pooling2d" : "average_pooling2d")),
         max_(max),
@@ -836,11 +836,13 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     if (c.contains("dilation_rate")) o.dilation_rate = pair_of(c["dilation_rate"]);
     o.activation = value_or<std::string>(c, "activation", "linear");
     o.use_bias = value_or(c, "use_bias", true);
-    if (c.contains("depthwise_initializer"))
+    if (c.contains("depthwise_initializer")) {
       o.depthwise_initializer = initializer_from_json(c["depthwise_initializer"]);
+    }
     if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
-    if (c.contains("depthwise_regularizer"))
+    if (c.contains("depthwise_regularizer")) {
       o.depthwise_regularizer = regularizer_from_json(c["depthwise_regularizer"]);
+    }
     o.name = name;
     return DepthwiseConv2D(pair_of(c.at("kernel_size")), o);
   }
@@ -886,13 +888,15 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
   }
   if (class_name == "Embedding") {
     EmbeddingOptions o;
-    if (c.contains("embeddings_initializer"))
+    if (c.contains("embeddings_initializer")) {
       o.embeddings_initializer = initializer_from_json(c["embeddings_initializer"]);
+    }
     o.name = name;
     return Embedding(c.at("input_dim").get<int64_t>(), c.at("output_dim").get<int64_t>(), o);
   }
-  if (class_name == "Rescaling")
+  if (class_name == "Rescaling") {
     return Rescaling(c.at("scale").get<double>(), {.offset = value_or(c, "offset", 0.0), .name = name});
+  }
   if (class_name == "MultiHeadAttention") {
     MultiHeadAttentionOptions o;
     if (c.contains("value_dim") && !c["value_dim"].is_null()) o.value_dim = c["value_dim"].get<int64_t>();

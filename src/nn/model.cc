@@ -454,7 +454,7 @@ Model model_from_config(const nlohmann::json& json) {
     std::unordered_map<std::string, std::vector<KerasTensor>> outputs;  // layer name -> one tensor per node
     for (const auto& entry : config.at("layers")) {
       const std::string layer_class = entry.at("class_name").get<std::string>();
-      nlohmann::json layer_config = entry.at("config");
+      const nlohmann::json& layer_config = entry.at("config");
       if (layer_class == "InputLayer") {
         const Layer input = layer_from_config(layer_class, layer_config);
         const auto spec = input_layer_spec(*input);

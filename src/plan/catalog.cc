@@ -180,6 +180,7 @@ const T& find_by_name(const std::vector<T>& items, const std::string& name, cons
     if (lower(item.name) == lower(name)) return item;
   }
   std::vector<std::string> known;
+  known.reserve(items.size());
   for (const T& item : items) known.push_back(item.name);
   throw NotFound(fmt::format("unknown {} '{}'; known: {}", what, name, fmt::join(known, ", ")));
 }

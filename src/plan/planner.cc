@@ -249,8 +249,9 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
     }
     candidates.push_back(std::move(c));
   }
-  if (request.local && wanted(request.gpus, "cpu") && wanted(request.clouds, "local"))
+  if (request.local && wanted(request.gpus, "cpu") && wanted(request.clouds, "local")) {
     candidates.push_back(local_candidate(*request.local));
+  }
   if (unsupported > 0) {
     result.notes.push_back(
         fmt::format("{} instances left out: their GPUs (Volta) are not targeted by Nimbus's CUDA "

@@ -96,6 +96,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
 
 namespace {
 
+// clang-tidy flags the implicit special members of a struct holding nlohmann::json, whose moves are noexcept.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct Header {
   nlohmann::json json;
   uint64_t length = 0;  // bytes of JSON

@@ -135,7 +135,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
 TrainingPosition Trainer::restore_checkpoint(const std::string& path) {
   const SafetensorsFile file = read_safetensors(path);
   checked_tensors(file, path);
-  const TrainingPosition position = position_of(file.metadata, path);
+  TrainingPosition position = position_of(file.metadata, path);
   if (!model_.built()) {
     throw InvalidArgument("restore_checkpoint: build the model first (an InputLayer, or call it once)");
   }
@@ -232,6 +232,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& folder, std::ost
     return a.written > b.written;
   });
   std::vector<CheckpointInfo> checkpoints;
+  checkpoints.reserve(found.size());
   for (Found& f : found) checkpoints.push_back(std::move(f.info));
   return checkpoints;
 }

@@ -71,6 +71,8 @@ const char* kind_name(Kind kind) {
   return "";
 }
 
+// clang-tidy flags the implicit special members of a struct holding nlohmann::json, whose moves are noexcept.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct KeySpec {
   Kind kind;
   Json fallback;  // null: optional without default
@@ -262,7 +264,7 @@ Json to_json(const YAML::Node& node, const std::string& path, Source& source) {
       Json object = Json::object();
       for (const auto& entry : node) {
         const std::string key = entry.first.as<std::string>();
-        const std::string child = path.empty() ? key : path + "." + key;
+        const std::string child = path.empty() ? key : fmt::format("{}.{}", path, key);
         if (entry.first.Mark().line >= 0) source.lines[child] = entry.first.Mark().line + 1;
         object[key] = to_json(entry.second, child, source);
       }
@@ -323,7 +325,9 @@ void check(const Json& value, const std::string& path, const Source& source) {
     throw InvalidArgument(
         fmt::format("{}: {} must be a mapping", source.where(path), path.empty() ? "the config" : path));
   }
-  for (const auto& [key, child] : value.items()) check(child, path.empty() ? key : path + "." + key, source);
+  for (const auto& [key, child] : value.items()) {
+    check(child, path.empty() ? key : fmt::format("{}.{}", path, key), source);
+  }
 }
 
 void apply_override(Json& config, const std::string& assignment, Source& source) {
@@ -401,9 +405,10 @@ void check_layers(const Json& config, const Source& source) {
       if (!known.contains(key) && key != "inbound" && key != "dtype_policy") {
         std::vector<std::string> names;
         for (const auto& [name, v] : known.items()) names.push_back(name);
-        throw InvalidArgument(fmt::format("{}: layer {} ({}) has no argument '{}'",
-                                          source.where(path + "." + class_name + "." + key), i, class_name, key),
-                              fmt::format("did you mean '{}'?", closest(key, names)));
+        throw InvalidArgument(
+            fmt::format("{}: layer {} ({}) has no argument '{}'",
+                        source.where(fmt::format("{}.{}.{}", path, class_name, key)), i, class_name, key),
+            fmt::format("did you mean '{}'?", closest(key, names)));
       }
     }
   }
@@ -717,8 +722,9 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   fit.initial_epoch = fit_section.at("initial_epoch").get<int>();
   fit.verbose = fit_section.at("verbose").get<int>();
   fit.output = &out;
-  if (data.contains("validation"))
+  if (data.contains("validation")) {
     fit.validation_data = load_idx_split(data.at("validation"), model, "data.validation");
+  }
 
   Trainer trainer = compile_from_config(model, config);
   const MemoryDecision memory = check_memory_before_fit(trainer, x_train, y_train, config, out);

@@ -138,6 +138,7 @@ const std::map<std::string, data::CsvOptions::Type> kColumnTypes = {{"float32", 
 template <typename Map>
 std::vector<std::string> names_of(const Map& map) {
   std::vector<std::string> names;
+  names.reserve(map.size());
   for (const auto& [name, value] : map) names.push_back(name);
   return names;
 }
@@ -201,7 +202,7 @@ void check_steps(const Json& split, const std::string& key, const std::string& s
     valid.push_back("feature");
     for (const auto& [name, value] : arguments.items()) {
       if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
-        unknown(where(path), "argument", name, valid, path + "." + op);
+        unknown(where(path), "argument", name, valid, fmt::format("{}.{}", path, op));
       }
     }
     for (const std::string& name : spec->second.required) {
@@ -263,15 +264,17 @@ std::vector<data::FeatureSpec> feature_specs(const Json& features) {
 
 Dataset source_dataset(const Json& split, int parallelism) {
   const std::string source = source_of(split);
-  if (source == "idx")
+  if (source == "idx") {
     return Dataset::idx({split.at("images").get<std::string>(), split.at("labels").get<std::string>()});
+  }
   const std::vector<std::string> paths = expand(split.at("files"));
   if (source == "csv") {
     data::CsvOptions options{.column_types = {},
                              .header = split.value("header", true),
                              .delimiter = split.value("delimiter", std::string(",")).at(0)};
-    for (const Json& column : split.at("columns"))
+    for (const Json& column : split.at("columns")) {
       options.column_types.push_back(kColumnTypes.at(column.begin().value()));
+    }
     return Dataset::csv(paths, options);
   }
   if (source == "tfrecord") {
@@ -374,7 +377,7 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
       if (!f.is_object()) throw InvalidArgument(fmt::format("{}: {} must be a mapping", where(path), path));
       for (const auto& [key, value] : f.items()) {
         if (std::find(kFeatureKeys.begin(), kFeatureKeys.end(), key) == kFeatureKeys.end()) {
-          unknown(where(path + "." + key), "key", key, kFeatureKeys, path);
+          unknown(where(fmt::format("{}.{}", path, key)), "key", key, kFeatureKeys, path);
         }
       }
       const std::string type = f.value("type", std::string("float"));
@@ -398,7 +401,7 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
   check_steps(split, "augment", section, components, where);
   const Json x = split.value("x", Json("image"));
   for (const Json& name : x.is_array() ? x : Json::array({x})) {
-    component_index(components, name.get<std::string>(), where(section + ".x") + ": " + section + ".x");
+    component_index(components, name.get<std::string>(), fmt::format("{}: {}.x", where(section + ".x"), section));
   }
   component_index(components, split.value("y", std::string("label")), where(section + ".y") + ": " + section + ".y");
 }

@@ -45,7 +45,7 @@ class CosineDecaySchedule : public LearningRateSchedule {
     const double peak = options_.warmup_target.value_or(options_.initial_learning_rate);
     const Tensor after_warmup = clip(step - double(options_.warmup_steps), 0, double(options_.decay_steps));
     const Tensor cosine = (cos(after_warmup * (std::numbers::pi / double(options_.decay_steps))) + 1.0) * 0.5;
-    const Tensor decayed = (cosine * (1 - options_.alpha) + options_.alpha) * peak;
+    Tensor decayed = (cosine * (1 - options_.alpha) + options_.alpha) * peak;
     if (!options_.warmup_target || options_.warmup_steps <= 0) return decayed;
     const Tensor warmup = step * ((peak - options_.initial_learning_rate) / double(options_.warmup_steps)) +
                           options_.initial_learning_rate;
@@ -132,8 +132,9 @@ void Optimizer::set_learning_rate(double value) {
     throw InvalidArgument(fmt::format("{}: the learning rate follows a schedule and cannot be set", name_));
   }
   learning_rate_ = LearningRate(value);
-  if (learning_rate_value_.defined())
+  if (learning_rate_value_.defined()) {
     learning_rate_value_.assign(Tensor::scalar<double>(value));  // copied to its device
+  }
 }
 
 std::vector<Tensor> Optimizer::clip_gradients(const std::vector<Tensor>& gradients) const {

@@ -35,8 +35,10 @@ std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const 
 std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs) {
   // The collective carries f32; statistics are counts and sums well inside f32's exact range per step.
   std::vector<Tensor> as_f32;
-  for (const Tensor& output : outputs)
+  as_f32.reserve(outputs.size());
+  for (const Tensor& output : outputs) {
     as_f32.push_back(output.dtype() == DType::kF32 ? output : cast(output, DType::kF32));
+  }
   std::vector<Tensor> summed = distribute::all_reduce_sum(as_f32);
   for (size_t i = 0; i < summed.size(); ++i) {
     if (outputs[i].dtype() != DType::kF32) summed[i] = cast(summed[i], outputs[i].dtype());

@@ -68,10 +68,11 @@ std::string default_run_dir() {
   std::filesystem::create_directories("runs");
   const std::string base = std::string("runs/") + text.data();
   for (int suffix = 1;; ++suffix) {
-    const std::string path = suffix == 1 ? base : fmt::format("{}-{}", base, suffix);
+    std::string path = suffix == 1 ? base : fmt::format("{}-{}", base, suffix);
     if (::mkdir(path.c_str(), 0777) == 0) return path;
-    if (errno != EEXIST)
+    if (errno != EEXIST) {
       throw NotFound(fmt::format("{}: cannot create the run directory: {}", path, std::strerror(errno)));
+    }
   }
 }
 
@@ -91,7 +92,7 @@ void RunDirectory::write_config(const nlohmann::json& config) const {
 }
 
 std::vector<std::shared_ptr<Callback>> RunDirectory::callbacks(const RunSettings& settings,
-                                                               std::optional<TrainingPosition> resumed) {
+                                                               const std::optional<TrainingPosition>& resumed) {
   metrics_ = std::make_shared<MetricsLogger>(metrics_path(), resumed);
   std::vector<std::shared_ptr<Callback>> all = {
       metrics_, TensorBoard({.log_dir = tensorboard(), .update_freq = settings.tensorboard_update_freq})};

@@ -184,8 +184,9 @@ Trainer::Trainer(nn::Model model, CompileOptions options)
   const std::vector<nn::Layer> layers = model_.layers();
   const bool f16 = std::any_of(layers.begin(), layers.end(),
                                [](const nn::Layer& layer) { return layer->dtype_policy.needs_loss_scaling(); });
-  if (options_.loss_scale || f16)
+  if (options_.loss_scale || f16) {
     loss_scale_ = std::make_unique<DynamicLossScale>(options_.loss_scale.value_or(LossScaleOptions{}));
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -273,6 +274,7 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
     std::optional<distribute::OverlappedAllReduce> overlapped;
     if (replica && replica->gradient_thread) {
       std::vector<Tensor> values;
+      values.reserve(vars.size());
       for (const Variable& var : vars) values.push_back(var.value());
       overlapped.emplace(values, replica->bucket_bytes);
     }
@@ -448,8 +450,9 @@ Logs Trainer::train_on_batch(const Tensor& x, const Tensor& y, int64_t gradient_
 
 History Trainer::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
   check_data(x, y, "fit");
-  if (options.batch_size < 1)
+  if (options.batch_size < 1) {
     throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
+  }
   TensorBatches batches(x, y, options.batch_size, options.shuffle);
   return fit_batches(batches, options);
 }
@@ -460,8 +463,9 @@ History Trainer::fit(const data::Dataset& dataset, const FitOptions& options) {
 }
 
 History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
-  if (options.batch_size < 1)
+  if (options.batch_size < 1) {
     throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
+  }
   const int64_t accumulation = options.gradient_accumulation;
   if (accumulation < 1) {
     throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
@@ -604,8 +608,9 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   const auto finish = Clock::now();
   history.steps = total_steps;
   history.wall_seconds = std::chrono::duration<double>(finish - start).count();
-  if (measured_samples > 0 && measured_seconds > 0)
+  if (measured_samples > 0 && measured_seconds > 0) {
     history.samples_per_sec = double(measured_samples) / measured_seconds;
+  }
   return history;
 }
 

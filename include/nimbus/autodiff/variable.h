@@ -17,7 +17,7 @@ namespace nimbus {
 class Variable {
  public:
   Variable() = default;
-  explicit Variable(Tensor initial_value, std::string name = "", bool trainable = true);
+  explicit Variable(const Tensor& initial_value, std::string name = "", bool trainable = true);
 
   bool defined() const { return state_ != nullptr; }
   // The variable's tensor. Its identity never changes, so gradient tapes and

@@ -93,7 +93,7 @@ class Dataset {
   static Dataset range(int64_t stop) { return range(0, stop); }
   // IDX files (MNIST format, gzip or plain), read whole and sliced along the
   // first axis; several files zip (images, labels).
-  static Dataset idx(std::vector<std::string> paths);
+  static Dataset idx(const std::vector<std::string>& paths);
   // Lines of text files (gzip or plain), without the line end, as strings.
   static Dataset text_line(std::vector<std::string> paths);
   // Paths matching a glob pattern (or several), as strings: sorted, then
@@ -152,7 +152,7 @@ class Dataset {
   // element exactly once.
   Dataset shard(int64_t num_shards, int64_t index) const;
   // Elements side by side (components concatenated); ends with the shortest.
-  static Dataset zip(std::vector<Dataset> datasets);
+  static Dataset zip(const std::vector<Dataset>& datasets);
   // Prepends an i64 scalar counter (from start) to each element.
   Dataset enumerate(int64_t start = 0) const;
   // Skips elements whose production throws a nimbus::Error (corrupt records,

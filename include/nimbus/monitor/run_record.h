@@ -42,6 +42,8 @@ struct SampleLine {
   std::vector<DeviceSample> devices;
 };
 
+// clang-tidy flags the implicit special members of a struct holding nlohmann::json, whose moves are noexcept.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct RunRecord {
   std::string source;  // the directory or URL read
   std::vector<StepLine> steps;

@@ -68,7 +68,7 @@ class RunDirectory {
   // The callbacks that fill the folder: MetricsLogger, TensorBoard, ModelCheckpoint (every
   // save_freq, and the best one) and CheckpointOnSignal. `resumed`: the position the run continues from.
   std::vector<std::shared_ptr<Callback>> callbacks(const RunSettings& settings,
-                                                   std::optional<TrainingPosition> resumed = std::nullopt);
+                                                   const std::optional<TrainingPosition>& resumed = std::nullopt);
   MetricsLogger& metrics() { return *metrics_; }
   // Writes summary.json after fit and returns it: samples_per_sec (of this process's fit),
   // samples_total, steps, wall_seconds (training time of the whole run, resumed parts added up),

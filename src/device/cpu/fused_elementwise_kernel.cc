@@ -195,7 +195,7 @@ void fused_kernel(KernelContext& ctx) {
     std::vector<Tensor> input_tensors(inputs), temp_tensors(temps), operands;
     auto view = [&](TensorImpl& impl, const std::shared_ptr<Storage>& storage, size_t offset, DType dtype,
                     Shape view_shape) {
-      impl.shape = std::move(view_shape);
+      impl.shape = view_shape;
       impl.dtype = dtype;
       impl.device = storage->device();
       impl.storage = storage;

@@ -25,7 +25,8 @@ dnnl::stream& dnnl_stream();
 struct PrimitiveOwner {
   int64_t thread = 0;  // the calling thread, hashed
   int64_t budget = 0;  // its compute threads
-  auto operator<=>(const PrimitiveOwner&) const = default;
+  auto operator<=>(const PrimitiveOwner&) const =
+      default;  // NOLINT(modernize-use-nullptr): the defaulted <=> compares with a literal 0
 };
 PrimitiveOwner primitive_owner();
 

@@ -31,7 +31,8 @@ struct ConvProblem {
   Dims4 x{}, filter{}, y{};
   std::array<int64_t, 2> pad{}, stride{}, dilation{};
   int64_t groups = 1;
-  auto operator<=>(const ConvProblem&) const = default;
+  auto operator<=>(const ConvProblem&) const =
+      default;  // NOLINT(modernize-use-nullptr): the defaulted <=> compares with a literal 0
 };
 
 struct PoolProblem {

@@ -91,6 +91,7 @@ std::vector<std::string> nvrtc_architectures() {
   NIMBUS_NVRTC_CHECK(nvrtc().nvrtcGetSupportedArchs(archs.data()));
   std::sort(archs.begin(), archs.end());
   std::vector<std::string> names;
+  names.reserve(archs.size());
   for (const int arch : archs) names.push_back(fmt::format("sm_{}", arch));
   return names;
 }

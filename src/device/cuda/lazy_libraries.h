@@ -87,7 +87,8 @@ namespace nimbus::cuda {
   X(cudnnSetTensor4dDescriptor)
 // clang-format on
 
-#define NIMBUS_FUNCTION_POINTER(name) decltype(&::name) name = nullptr;
+// `name` is a declarator here and cannot take parentheses.
+#define NIMBUS_FUNCTION_POINTER(name) decltype(&::name) name = nullptr;  // NOLINT(bugprone-macro-parentheses)
 struct CublasLtApi {
   NIMBUS_CUBLASLT_FUNCTIONS(NIMBUS_FUNCTION_POINTER)
 };

@@ -63,8 +63,9 @@ bool moves_past_other_work(const Cluster& cluster, const Graph& graph, size_t no
   int64_t input_bytes = 0;
   for (int member : cluster.members) {
     for (const ValueRef& input : graph.nodes()[static_cast<size_t>(member)].inputs) {
-      if (cluster_of[static_cast<size_t>(input.node)] == c || !inputs.insert({input.node, input.output}).second)
+      if (cluster_of[static_cast<size_t>(input.node)] == c || !inputs.insert({input.node, input.output}).second) {
         continue;
+      }
       input_bytes += bytes(input);
     }
   }
