@@ -33,7 +33,7 @@ AssertionFailure::AssertionFailure(const char* expression, const char* file, int
   stream_ << ": ";
 }
 
-AssertionFailure::~AssertionFailure() noexcept(false) {
+AssertionFailure::~AssertionFailure() noexcept(false) {  // NOLINT(bugprone-exception-escape)
   // Never throw while another exception unwinds the stack: that would terminate.
   if (std::uncaught_exceptions() == 0) throw InternalError(stream_.str());
 }

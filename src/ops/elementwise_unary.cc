@@ -22,7 +22,7 @@ InferFn unary_on(std::span<const DType> dtypes) {
 
 // A floating unary op whose gradient is g * derivative(x, y).
 OpSchema floating_unary(const char* name, const char* summary,
-                        std::function<Tensor(const Tensor& x, const Tensor& y)> derivative) {
+                        const std::function<Tensor(const Tensor& x, const Tensor& y)>& derivative) {
   return OpSchema{.name = name,
                   .summary = summary,
                   .kind = OpKind::kElementwise,

@@ -176,7 +176,7 @@ const OpSchema& kBatchNormTraining = define_op({
           std::vector<Tensor> grads =
               call_op(kBatchNormBackward, {ctx.grad_output(0), x, ctx.inputs[1], mean, variance}, ctx.attrs);
           // The statistics are functions of x too: d mean / dx = 1 / M, d variance / dx = 2 (x - mean) / M.
-          const double count = static_cast<double>(x.numel() / std::max<int64_t>(mean.numel(), 1));
+          const double count = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(mean.numel(), 1));
           if (ctx.grad_outputs[1].defined()) {
             grads[0] =
                 add(grads[0], per_channel(div(ctx.grad_outputs[1], scalar_like(x, count)), x, ctx.attrs, ctx.op.name));

@@ -49,8 +49,9 @@ void reference_reduce(KernelContext& ctx, Init init, Accumulate accumulate, Fini
       slot = accumulate(slot, to_double(px[i]));
     }
     T* po = static_cast<T*>(out.raw_data());
-    for (int64_t j = 0; j < out.numel(); ++j)
+    for (int64_t j = 0; j < out.numel(); ++j) {
       po[j] = from_double<T>(finish(acc[static_cast<size_t>(j)], geometry.count));
+    }
   });
 }
 

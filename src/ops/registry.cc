@@ -29,7 +29,7 @@ const OpSchema& OpRegistry::define(OpSchema schema) {
   return *entry.schema;
 }
 
-void OpRegistry::add_kernel(std::string_view op_name, KernelDef kernel) {
+void OpRegistry::add_kernel(std::string_view op_name, const KernelDef& kernel) {
   NIMBUS_ASSERT(kernel.fn != nullptr) << "kernel '" << kernel.name << "' of op '" << op_name << "' has no function";
   auto it = entries_.find(op_name);
   if (it == entries_.end()) it = entries_.emplace(std::string(op_name), Entry{}).first;

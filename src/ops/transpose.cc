@@ -105,6 +105,7 @@ const bool kBroadcastToReference = register_kernel(
 
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
   std::vector<int64_t> normalized;
+  normalized.reserve(perm.size());
   // Axes below -rank stay as given, so that the error names what the caller wrote.
   for (int64_t axis : perm) normalized.push_back(axis < 0 && axis >= -x.rank() ? axis + x.rank() : axis);
   std::vector<int64_t> identity(static_cast<size_t>(x.rank()));

@@ -82,7 +82,8 @@ class AssertionFailure {
   AssertionFailure(const char* expression, const char* file, int line);
   AssertionFailure(const AssertionFailure&) = delete;
   AssertionFailure& operator=(const AssertionFailure&) = delete;
-  ~AssertionFailure() noexcept(false);
+  // Throws by design: the assertion fires when the streamed expression ends.
+  ~AssertionFailure() noexcept(false);  // NOLINT(bugprone-exception-escape)
 
   template <typename T>
   AssertionFailure& operator<<(const T& value) {

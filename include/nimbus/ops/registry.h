@@ -28,7 +28,7 @@ class OpRegistry {
   const OpSchema& define(OpSchema schema);
   // Adds a kernel to an op; the op may be defined before or after (static
   // initialization order across files is unspecified).
-  void add_kernel(std::string_view op_name, KernelDef kernel);
+  void add_kernel(std::string_view op_name, const KernelDef& kernel);
 
   const OpSchema* find(std::string_view name) const;
   const OpSchema& get(std::string_view name) const;
@@ -50,8 +50,8 @@ class OpRegistry {
 std::string op_list_markdown();
 
 inline const OpSchema& define_op(OpSchema schema) { return OpRegistry::global().define(std::move(schema)); }
-inline bool register_kernel(std::string_view op_name, KernelDef kernel) {
-  OpRegistry::global().add_kernel(op_name, std::move(kernel));
+inline bool register_kernel(std::string_view op_name, const KernelDef& kernel) {
+  OpRegistry::global().add_kernel(op_name, kernel);
   return true;
 }
 

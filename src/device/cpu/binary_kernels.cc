@@ -67,10 +67,10 @@ void visit_arithmetic(DType dtype, Fn&& fn) {
 
 // `f` is a generic lambda: one expression for the vectors of every dtype.
 template <typename F>
-bool register_binary(const char* op, std::vector<DType> dtypes, F f) {
+bool register_binary(const char* op, const std::vector<DType>& dtypes, F f) {
   return register_kernel(op, {.name = "vectorized",
                               .device = DeviceType::kCPU,
-                              .dtypes = std::move(dtypes),
+                              .dtypes = dtypes,
                               .priority = 50,
                               .fn = [f](KernelContext& ctx) {
                                 visit_arithmetic(ctx.inputs[0].dtype(), [&]<typename T>() { run_binary<T>(ctx, f); });
