@@ -1,4 +1,4 @@
-# The CUDA backend (src/device/cuda/): on by default when the toolkit is found,
+# The CUDA backend (src/device/cuda/, its kernels in src/kernels/cuda/): on by default when the toolkit is found,
 # built against the CUDA runtime and libraries only, never the driver library
 # (libcuda), so that nimbus starts on machines without an NVIDIA driver.
 set(NIMBUS_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA toolkit lives (bin/nvcc, include/, lib64/)")
@@ -7,7 +7,7 @@ if(EXISTS "${NIMBUS_CUDA_ROOT}/bin/nvcc" AND EXISTS "${NIMBUS_CUDA_ROOT}/include
 else()
   set(nimbus_cuda_found OFF)
 endif()
-option(NIMBUS_CUDA "Build the CUDA backend (src/device/cuda; needs the CUDA toolkit)" ${nimbus_cuda_found})
+option(NIMBUS_CUDA "Build the CUDA backend (src/*/cuda; needs the CUDA toolkit)" ${nimbus_cuda_found})
 # CMake's CUDA_ARCHITECTURES syntax: machine code (SASS) for sm_80 and sm_90, and
 # PTX for compute capability 7.5, which the driver compiles once for any newer chip
 # (T4, L4, L40S, Blackwell). CI builds one architecture: -DNIMBUS_CUDA_ARCHS=80-real.

@@ -16,7 +16,7 @@ endif()
 
 add_library(nimbus_build_flags INTERFACE)
 # -Wno-psabi: the CPU kernels' 64-byte vectors only pass between always_inline
-# functions (src/device/cpu/simd.h), never across a call, so GCC's notes that
+# functions (src/kernels/cpu/simd.h), never across a call, so GCC's notes that
 # their calling convention differs without AVX-512 do not apply.
 # -Wno-missing-field-initializers: designated initializers that leave members
 # at their defaults (`FunctionOptions{.jit = true}`) are the house style, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the polynomials of src/device/cpu/vector_math.h (needs python3-mpmath).
+"""Fits the polynomials of src/kernels/cpu/vector_math.h (needs python3-mpmath).
 
 exp(r) = E(r)                             for |r| <= ln2 / 2, E of degree 6
 exp(r) = E5(r)                            the same, degree 5 (exp_normal_range)

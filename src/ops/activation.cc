@@ -6,7 +6,7 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
-#include "src/ops/internal/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "src/ops/internal/gelu.h"
 
 namespace nimbus {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/adam_update_call.h"
 #include "nimbus/ops/optimizer_updates.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/adam_update_call.h"
 
 namespace nimbus {
 namespace {

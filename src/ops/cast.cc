@@ -1,8 +1,8 @@
 // cast (dtype conversion) and stop_gradient (identity without a gradient).
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
-#include "src/ops/internal/copy.h"
-#include "src/ops/internal/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/copy.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 
 namespace nimbus {
 namespace {

@@ -5,8 +5,8 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/reduction.h"
-#include "src/ops/internal/elementwise_defs.h"
 
 namespace nimbus {
 namespace {

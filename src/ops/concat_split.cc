@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/reduce_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/reduce_geometry.h"
 
 namespace nimbus {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/kernel_util.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/kernel_util.h"
 #include "src/ops/internal/random_stream.h"
 
 namespace nimbus {

@@ -8,10 +8,10 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/elementwise_defs.h"
 
 namespace nimbus {
 namespace {

@@ -5,9 +5,9 @@
 #include "nimbus/base/error.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/elementwise_defs.h"
 #include "src/ops/internal/random_stream.h"
 
 namespace nimbus {

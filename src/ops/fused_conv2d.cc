@@ -6,10 +6,10 @@
 
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/registry.h"
 #include "src/ops/internal/activation_by_name.h"
-#include "src/ops/internal/elementwise_defs.h"
 
 namespace nimbus {
 namespace {

@@ -5,11 +5,11 @@
 
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "src/ops/internal/activation_by_name.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/matmul_geometry.h"
 
 namespace nimbus {
 namespace {

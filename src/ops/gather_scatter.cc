@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/gather_geometry.h"
+#include "nimbus/ops/for_kernels/reduce_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/gather_geometry.h"
-#include "src/ops/internal/reduce_geometry.h"
 
 namespace nimbus {
 namespace {

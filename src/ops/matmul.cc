@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/matmul_geometry.h"
 
 namespace nimbus {
 namespace {

@@ -10,13 +10,13 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/reduce_geometry.h"
+#include "nimbus/ops/for_kernels/window_geometry.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/registry.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/reduce_geometry.h"
-#include "src/ops/internal/window_geometry.h"
 
 namespace nimbus {
 namespace {

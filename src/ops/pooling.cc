@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/window_geometry.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/window_geometry.h"
 
 namespace nimbus {
 namespace {

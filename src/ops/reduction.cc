@@ -10,9 +10,9 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/for_kernels/elementwise_defs.h"
+#include "nimbus/ops/for_kernels/reduce_geometry.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/elementwise_defs.h"
-#include "src/ops/internal/reduce_geometry.h"
 
 namespace nimbus {
 namespace {

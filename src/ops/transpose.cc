@@ -4,10 +4,10 @@
 #include <numeric>
 
 #include "nimbus/ops/dispatch.h"
+#include "nimbus/ops/for_kernels/kernel_util.h"
 #include "nimbus/ops/reduction.h"
 #include "nimbus/ops/registry.h"
 #include "nimbus/ops/shape_ops.h"
-#include "src/ops/internal/kernel_util.h"
 
 namespace nimbus {
 namespace {

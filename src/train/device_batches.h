@@ -27,8 +27,8 @@
 #include <string>
 
 #include "batch_source.h"
-#include "nimbus/device/batch_upload.h"
 #include "nimbus/monitor/step_profiler.h"
+#include "nimbus/tensor/batch_upload.h"
 
 namespace nimbus::train {
 

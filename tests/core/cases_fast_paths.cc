@@ -1,4 +1,4 @@
-// Cases that steer the vectorized CPU kernels (src/device/cpu/) down each of
+// Cases that steer the vectorized CPU kernels (src/kernels/cpu/) down each of
 // their paths, so that OpForward checks every path against the reference:
 // tensors large enough to split across threads (300 x 517 = 155,100 elements,
 // above every grain), lengths that are not a multiple of the vector width,

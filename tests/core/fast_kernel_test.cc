@@ -15,7 +15,7 @@
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
-#include "src/device/cpu/simd.h"
+#include "src/kernels/cpu/simd.h"
 
 namespace nimbus::testing {
 namespace {

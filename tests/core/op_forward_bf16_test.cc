@@ -14,7 +14,7 @@
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
-#include "src/device/cpu/onednn.h"
+#include "src/kernels/cpu/onednn.h"
 
 namespace nimbus::testing {
 namespace {

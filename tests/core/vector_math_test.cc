@@ -1,8 +1,8 @@
-// The f32 approximations of src/device/cpu/vector_math.h against glibc's f64
+// The f32 approximations of src/kernels/cpu/vector_math.h against glibc's f64
 // functions: maximum error over every 1999th f32 bit pattern of the range
 // (about two million inputs per function), within the bounds the header
 // states, and IEEE special values (NaN in gives NaN out, infinities, zeros).
-#include "src/device/cpu/vector_math.h"
+#include "src/kernels/cpu/vector_math.h"
 
 #include <gtest/gtest.h>
 

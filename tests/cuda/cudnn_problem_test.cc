@@ -2,7 +2,7 @@
 // geometry becomes a cuDNN problem (the algorithm cache's key), which calls
 // cuDNN is given and which keep the direct kernels, and that every convolution
 // and pooling of the traced CNN training step reaches a cuDNN kernel.
-#include "src/device/cuda/cudnn_problem.h"
+#include "src/kernels/cuda/cudnn_problem.h"
 
 #include <gtest/gtest.h>
 

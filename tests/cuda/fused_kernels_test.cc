@@ -12,8 +12,8 @@
 #include "nimbus/nimbus.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
-#include "src/device/cuda/fused_codegen.h"
-#include "src/device/cuda/kernel_cache.h"
+#include "src/kernels/cuda/fused_codegen.h"
+#include "src/kernels/cuda/kernel_cache.h"
 #include "support/step_models.h"
 
 namespace nimbus::cuda {

@@ -2,7 +2,7 @@
 // device while the previous batch's tensor still holds its own values, and the
 // copy of batch N+1 runs while a step still reads batch N (fit's look-ahead,
 // src/train/device_batches.h) without overwriting it.
-#include "src/device/cuda/batch_uploader.h"
+#include "src/tensor/cuda/batch_uploader.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "nimbus/data/dataset.h"
-#include "nimbus/device/batch_upload.h"
 #include "nimbus/device/logical_devices.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
@@ -21,6 +20,7 @@
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/tensor/batch_upload.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {

@@ -1,6 +1,6 @@
 // The op registry: every op's schema and kernels, filled at library load by
 // static registration in src/ops/<family>.cc (schemas, reference kernels) and
-// src/device/<backend>/ (fast kernels).
+// src/kernels/<backend>/ (fast kernels).
 //
 //   // src/ops/elementwise_binary.cc
 //   const OpSchema& kAdd = define_op({.name = "add", .kind = OpKind::kElementwise, .num_inputs = 2, ...});

@@ -6,7 +6,8 @@
 
 namespace nimbus::cuda {
 
-// Device `device`'s copy stream, for host-to-device copies that overlap the compute stream (batch_uploader.h).
+// Device `device`'s copy stream, for host-to-device copies that overlap the compute stream
+// (src/tensor/cuda/batch_uploader.h).
 CudaStream& copy_stream(int device);
 // Device `device`'s allocator, whose default stream is the compute stream: plain allocate / deallocate
 // serve the kernels; work on the copy stream allocates with allocate(bytes, copy_stream(device)).

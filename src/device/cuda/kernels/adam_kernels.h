@@ -1,4 +1,4 @@
-// The launcher of adam_update's CUDA kernel (src/device/cuda/adam_update_ops.cc).
+// The launcher of adam_update's CUDA kernel (src/kernels/cuda/adam_update_ops.cc).
 // Plain C++17 with the runtime's types only, like kernels.h; returns the
 // launch's status (cudaGetLastError) for the caller's check.
 #pragma once

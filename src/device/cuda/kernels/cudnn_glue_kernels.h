@@ -1,4 +1,4 @@
-// Small kernels around the cuDNN calls (src/device/cuda/cudnn_*.cc): the
+// Small kernels around the cuDNN calls (src/kernels/cuda/cudnn_*.cc): the
 // filter layout cuDNN wants, and batch norm's statistics (and 16-bit per-channel values) in our ops' form.
 // Plain C++17 with the runtime's types only, like kernels.h; each returns the
 // launch's status (cudaGetLastError) for the caller's check.

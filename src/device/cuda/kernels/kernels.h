@@ -1,6 +1,6 @@
 // Our CUDA kernels' launchers, compiled by nvcc from src/device/cuda/kernels/*.cu.
 // Plain C++17 with the runtime's types only, so nvcc never parses Nimbus's
-// C++20 headers; the ops' registrations (src/device/cuda/*_ops.cc) call these.
+// C++20 headers; the ops' registrations (src/kernels/cuda/*_ops.cc) call these.
 // Each returns the launch's status (cudaGetLastError) for the caller's check.
 #pragma once
 
@@ -50,7 +50,7 @@ cudaError_t one_hot(const void* ids, LabelType id_type, float* out, int64_t rows
 
 // y[i] = activation(y[i] + bias[i % channels]) in place over a channels-last 16-bit tensor of n elements
 // (bf16 or f16, as the bias), in float, rounded once: fused_conv2d's bias and ReLU after cuDNN's 16-bit
-// convolution (src/device/cuda/cudnn_convolution.cc).
+// convolution (src/kernels/cuda/cudnn_convolution.cc).
 cudaError_t bias_activation(FloatType type, void* y, const void* bias, int64_t n, int64_t channels, bool relu, int sms,
                             cudaStream_t stream);
 

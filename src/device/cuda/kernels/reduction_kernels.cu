@@ -4,7 +4,7 @@
 // rounded once, as the reference's f32 sum of the widened elements is. Both
 // read each element once, so the double arithmetic hides behind the loads.
 // Softmax and log-softmax (f32) compute in float, as the CPU's vectorized
-// kernel (src/device/cpu/softmax_kernels.cc) and PyTorch do: they take two
+// kernel (src/kernels/cpu/softmax_kernels.cc) and PyTorch do: they take two
 // exponentials per element, and double exp runs at 1/32 to 1/64 of the float
 // rate on the cloud's T4, L4 and A10G (over attention's scores that is
 // milliseconds a step); summing at most a row in float stays well inside the

@@ -1,0 +1,134 @@
+// Fast CPU kernels for the data movement a training step leans on: gather
+// (embedding lookups), concat, split and slice. Each copies contiguous runs of
+// bytes with memcpy, spread over the compute pool, instead of element by
+// element; the reference kernels in src/ops/ stay the oracle. Every dtype is
+// served, since only element sizes matter.
+#include <algorithm>
+#include <cstring>
+
+#include "nimbus/ops/for_kernels/gather_geometry.h"
+#include "nimbus/ops/for_kernels/reduce_geometry.h"
+#include "nimbus/ops/registry.h"
+#include "src/kernels/cpu/parallel.h"
+
+namespace nimbus::cpu {
+namespace {
+
+using internal::AxisSplit;
+
+// Above the reference, below vendor primitives.
+constexpr int kMemcpyPriority = 50;
+// Fewer bytes than this per task and starting threads costs more than copying.
+constexpr int64_t kBytesPerTask = 64 * 1024;
+
+int64_t grain_for(int64_t run_bytes) { return std::max<int64_t>(1, kBytesPerTask / std::max<int64_t>(run_bytes, 1)); }
+
+const char* bytes(const Tensor& tensor) { return static_cast<const char*>(tensor.raw_data()); }
+char* mutable_bytes(Tensor& tensor) { return static_cast<char*>(tensor.raw_data()); }
+
+// `rows` runs of `run` bytes: row r goes from src + r * src_row to dst + r * dst_row.
+void copy_rows(const char* src, int64_t src_row, char* dst, int64_t dst_row, int64_t rows, int64_t run) {
+  parallel_for(rows, grain_for(run), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(dst + r * dst_row, src + r * src_row, static_cast<size_t>(run));
+    }
+  });
+}
+
+// params (outer, axis, inner), indices (count) -> out (outer, count, inner):
+// each (o, n) copies one row of `inner` elements.
+void gather_rows(KernelContext& ctx) {
+  const Tensor& params = ctx.inputs[0];
+  const int axis = normalize_axis(ctx.attrs.get_int("axis"), params.rank(), "gather");
+  const std::vector<int64_t> indices = internal::checked_indices("gather", ctx.inputs[1], params.shape(), axis);
+  const AxisSplit split(params.shape(), axis);
+  const int64_t count = std::ssize(indices);
+  const int64_t row = split.inner * static_cast<int64_t>(dtype_size(params.dtype()));
+  const char* src = bytes(params);
+  char* dst = mutable_bytes(ctx.outputs[0]);
+  parallel_for(split.outer * count, grain_for(row), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r / count, n = r % count;
+      std::memcpy(dst + r * row, src + (o * split.axis + indices[static_cast<size_t>(n)]) * row,
+                  static_cast<size_t>(row));
+    }
+  });
+}
+
+// inputs (outer, axis_i, inner) -> out (outer, sum of axis_i, inner): for each
+// outer index, an input's (axis_i, inner) block is one run.
+void concat_blocks(KernelContext& ctx) {
+  Tensor& out = ctx.outputs[0];
+  const int axis = normalize_axis(ctx.attrs.get_int("axis"), out.rank(), "concat");
+  const int64_t element = static_cast<int64_t>(dtype_size(out.dtype()));
+  const AxisSplit out_split(out.shape(), axis);
+  const int64_t out_row = out_split.axis * out_split.inner * element;
+  int64_t offset = 0;
+  for (const Tensor& input : ctx.inputs) {
+    const AxisSplit in_split(input.shape(), axis);
+    const int64_t run = in_split.axis * in_split.inner * element;
+    copy_rows(bytes(input), run, mutable_bytes(out) + offset, out_row, in_split.outer, run);
+    offset += run;
+  }
+}
+
+// The inverse of concat_blocks.
+void split_blocks(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const int axis = normalize_axis(ctx.attrs.get_int("axis"), x.rank(), "split");
+  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
+  const AxisSplit in_split(x.shape(), axis);
+  const int64_t in_row = in_split.axis * in_split.inner * element;
+  int64_t offset = 0;
+  for (Tensor& piece : ctx.outputs) {
+    const AxisSplit out_split(piece.shape(), axis);
+    const int64_t run = out_split.axis * out_split.inner * element;
+    copy_rows(bytes(x) + offset, in_row, mutable_bytes(piece), run, out_split.outer, run);
+    offset += run;
+  }
+}
+
+// The trailing axes that the slice takes whole, together with the last axis it
+// cuts, are contiguous in both tensors: one run per coordinate of the axes before.
+void slice_runs(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  Tensor& out = ctx.outputs[0];
+  const std::vector<int64_t>& begin = ctx.attrs.get_ints("begin");
+  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
+  int cut = x.rank() - 1;
+  int64_t run = 1;
+  while (cut >= 0 && out.dim(cut) == x.dim(cut)) run *= x.dim(cut--);
+  if (cut >= 0) run *= out.dim(cut);
+  if (run == 0) return;
+  const auto x_strides = x.shape().strides();
+  const std::span<const int64_t> out_dims = out.shape().dims();
+  const int64_t start = cut >= 0 ? begin[static_cast<size_t>(cut)] * x_strides[static_cast<size_t>(cut)] : 0;
+  const char* src = bytes(x);
+  char* dst = mutable_bytes(out);
+  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      int64_t offset = start, rest = r;
+      for (int d = cut - 1; d >= 0; --d) {
+        const size_t axis = static_cast<size_t>(d);
+        offset += (rest % out_dims[axis] + begin[axis]) * x_strides[axis];
+        rest /= out_dims[axis];
+      }
+      std::memcpy(dst + r * run * element, src + offset * element, static_cast<size_t>(run * element));
+    }
+  });
+}
+
+KernelDef memcpy_kernel(KernelFn fn) {
+  return {.name = "memcpy",
+          .device = DeviceType::kCPU,
+          .dtypes = {std::begin(kAllDTypes), std::end(kAllDTypes)},
+          .priority = kMemcpyPriority,
+          .fn = std::move(fn)};
+}
+
+const bool kRegistered =
+    register_kernel("gather", memcpy_kernel(gather_rows)) && register_kernel("concat", memcpy_kernel(concat_blocks)) &&
+    register_kernel("split", memcpy_kernel(split_blocks)) && register_kernel("slice", memcpy_kernel(slice_runs));
+
+}  // namespace
+}  // namespace nimbus::cpu

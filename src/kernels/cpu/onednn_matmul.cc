@@ -1,0 +1,127 @@
+// matmul and fused_matmul on oneDNN: one primitive per (shapes, transposes,
+// dtype, bias, activation), created once and cached, so a training step pays
+// only for execution. fused_matmul's bias and activation are the primitive's
+// bias operand and eltwise post-op, applied while the output is in cache.
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "nimbus/ops/for_kernels/matmul_geometry.h"
+#include "nimbus/ops/registry.h"
+#include "src/kernels/cpu/onednn.h"
+
+namespace nimbus::cpu {
+namespace {
+
+using dnnl::memory;
+
+// oneDNN wants every operand at the output's rank, batch axes of size 1 broadcasting.
+memory::dims padded_dims(const Shape& batch, int rank, int64_t rows, int64_t cols) {
+  memory::dims dims(static_cast<size_t>(rank), 1);
+  const int offset = rank - 2 - batch.rank();
+  for (int i = 0; i < batch.rank(); ++i) dims[static_cast<size_t>(offset) + static_cast<size_t>(i)] = batch.dims()[i];
+  dims[static_cast<size_t>(rank - 2)] = rows;
+  dims[static_cast<size_t>(rank - 1)] = cols;
+  return dims;
+}
+
+// Row-major strides of the stored matrix; a transposed operand swaps the last two.
+memory::dims strides_for(const memory::dims& dims, bool transposed) {
+  const size_t rank = dims.size();
+  memory::dims stored = dims;
+  if (transposed) std::swap(stored[rank - 1], stored[rank - 2]);
+  memory::dims strides(rank);
+  int64_t stride = 1;
+  for (size_t i = rank; i-- > 0;) {
+    strides[i] = stride;
+    stride *= stored[i];
+  }
+  if (transposed) std::swap(strides[rank - 1], strides[rank - 2]);
+  return strides;
+}
+
+struct Key {
+  std::vector<int64_t> a_dims, b_dims;
+  bool transpose_a, transpose_b;
+  DType dtype;
+  bool bias = false;
+  std::string activation = "none";
+  PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
+  auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype, bias, activation, owner); }
+  bool operator<(const Key& other) const { return tie() < other.tie(); }
+};
+
+struct CachedMatmul {
+  dnnl::matmul primitive;
+  memory::desc a, b, bias, c;
+};
+
+const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g) {
+  static std::mutex mutex;
+  static std::map<Key, CachedMatmul> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const int rank = g.output_shape.rank();
+  const memory::data_type dt = dnnl_data_type(key.dtype);
+  const memory::dims a_dims = padded_dims(g.a_batch_shape, rank, g.m, g.k);
+  const memory::dims b_dims = padded_dims(g.b_batch_shape, rank, g.k, g.n);
+  const memory::dims c_dims = padded_dims(g.batch_shape, rank, g.m, g.n);
+  CachedMatmul entry;
+  entry.a = memory::desc(a_dims, dt, strides_for(a_dims, key.transpose_a));
+  entry.b = memory::desc(b_dims, dt, strides_for(b_dims, key.transpose_b));
+  entry.c = memory::desc(c_dims, dt, strides_for(c_dims, false));
+  const dnnl::primitive_attr attr = activation_post_op(key.activation);
+  if (key.bias) {
+    const memory::dims bias_dims = padded_dims(Shape{}, rank, 1, g.n);
+    entry.bias = memory::desc(bias_dims, dt, strides_for(bias_dims, false));
+  }
+  const dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(entry.a, entry.b, entry.bias, entry.c)
+                                           : dnnl::matmul::desc(entry.a, entry.b, entry.c);
+  NIMBUS_DNNL_CHECK(entry.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, dnnl_engine())));
+  return cache.emplace(key, std::move(entry)).first->second;
+}
+
+// matmul, or fused_matmul with its bias (input 2) and activation.
+void onednn_matmul(KernelContext& ctx) {
+  const Tensor& a = ctx.inputs[0];
+  const Tensor& b = ctx.inputs[1];
+  const bool fused = ctx.inputs.size() == 3;
+  const Key key{a.shape().to_vector(),
+                b.shape().to_vector(),
+                ctx.attrs.get_bool("transpose_a"),
+                ctx.attrs.get_bool("transpose_b"),
+                a.dtype(),
+                fused,
+                fused ? ctx.attrs.get_string("activation") : "none"};
+  const internal::MatmulGeometry g(a.shape(), b.shape(), key.transpose_a, key.transpose_b);
+  const CachedMatmul& mm = get_matmul(key, g);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(mm.a, dnnl_engine(), a.raw_data())},
+                                       {DNNL_ARG_WEIGHTS, memory(mm.b, dnnl_engine(), b.raw_data())},
+                                       {DNNL_ARG_DST, memory(mm.c, dnnl_engine(), ctx.outputs[0].raw_data())}};
+  if (fused) args.emplace(DNNL_ARG_BIAS, memory(mm.bias, dnnl_engine(), ctx.inputs[2].raw_data()));
+  dnnl::stream& stream = dnnl_stream();
+  NIMBUS_DNNL_CHECK(mm.primitive.execute(stream, args));
+  stream.wait();
+}
+
+bool supports(const KernelContext& ctx) { return dnnl_runs_natively(ctx.inputs, ctx.outputs); }
+
+const bool kRegistered = register_kernel("matmul", {.name = "onednn",
+                                                    .device = DeviceType::kCPU,
+                                                    .dtypes = {DType::kF32, DType::kBF16},
+                                                    .priority = 100,
+                                                    .fn = onednn_matmul,
+                                                    .supports = supports}) &&
+                         register_kernel("fused_matmul", {.name = "onednn",
+                                                          .device = DeviceType::kCPU,
+                                                          .dtypes = {DType::kF32, DType::kBF16},
+                                                          .priority = 100,
+                                                          .fn = onednn_matmul,
+                                                          .supports = supports});
+
+}  // namespace
+}  // namespace nimbus::cpu

@@ -1,0 +1,186 @@
+// max_pool2d_backward and avg_pool2d_backward for f32: plain loops run in
+// parallel over images; f16 and bf16 run the same f32 loops on each image
+// widened into per-thread buffers, and round each grad_x image once. Windows may overlap, so each task owns whole
+// images of grad_x and no two threads write one element. Channels are the innermost, contiguous loop; NCHW runs as NHWC
+// over N*C single-channel images.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "nimbus/ops/for_kernels/window_geometry.h"
+#include "nimbus/ops/registry.h"
+#include "src/kernels/cpu/half_convert.h"
+#include "src/kernels/cpu/parallel.h"
+
+namespace nimbus::cpu {
+namespace {
+
+using internal::ImageLayout;
+using internal::Pool2dGeometry;
+
+// The geometry with NCHW planes recast as single-channel NHWC images.
+Pool2dGeometry as_channels_last(Pool2dGeometry g) {
+  if (!g.input.channels_last) {
+    for (ImageLayout* image : {&g.input, &g.output}) {
+      *image = ImageLayout{image->batch * image->channels, image->height, image->width, 1, true};
+    }
+  }
+  return g;
+}
+
+// The valid taps of output (oy, ox): rows [y0, y1), cols [x0, x1) of the image.
+struct Window {
+  int64_t y0, y1, x0, x1;
+};
+Window window(const Pool2dGeometry& g, int64_t oy, int64_t ox) {
+  const auto clamp = [](int64_t v, int64_t size) { return std::clamp<int64_t>(v, 0, size); };
+  const int64_t y = g.rows.input_index(oy, 0), x = g.cols.input_index(ox, 0);
+  return {clamp(y, g.input.height), clamp(y + g.rows.kernel, g.input.height), clamp(x, g.input.width),
+          clamp(x + g.cols.kernel, g.input.width)};
+}
+
+// One image of a tensor as f32: the image itself, or for f16 and bf16 widened into `buffer`.
+template <typename T>
+const float* image_as_f32(const T* image, int64_t size, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return image;
+  } else {
+    buffer.resize(static_cast<size_t>(size));
+    widen(image, buffer.data(), size);
+    return buffer.data();
+  }
+}
+
+// Runs body(n, grad_y image, x image, grad_x image) in f32 for each image, in parallel over images. For f16
+// and bf16 each image is widened into per-thread buffers (they stay in cache) and grad_x is rounded once.
+template <typename T, typename Body>
+void for_each_image_in_f32(const Pool2dGeometry& g, const Tensor& grad_y, const Tensor* x, Tensor& grad_x, Body body) {
+  const int64_t image = g.input.height * g.input.width * g.input.channels;
+  const int64_t output_image = g.output.height * g.output.width * g.output.channels;
+  const T* grad_y_data = static_cast<const T*>(grad_y.raw_data());
+  const T* x_data = x != nullptr ? static_cast<const T*>(x->raw_data()) : nullptr;
+  T* grad_x_data = static_cast<T*>(grad_x.raw_data());
+  parallel_for(g.input.batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> grad_y_buffer, x_buffer, grad_x_buffer;
+    for (int64_t n = begin; n < end; ++n) {
+      const float* grad_y_image = image_as_f32(grad_y_data + n * output_image, output_image, grad_y_buffer);
+      const float* x_image = x_data != nullptr ? image_as_f32(x_data + n * image, image, x_buffer) : nullptr;
+      float* grad_x_image;
+      if constexpr (std::is_same_v<T, float>) {
+        grad_x_image = grad_x_data + n * image;
+      } else {
+        grad_x_buffer.resize(static_cast<size_t>(image));
+        grad_x_image = grad_x_buffer.data();
+      }
+      std::fill(grad_x_image, grad_x_image + image, 0.0f);
+      body(grad_y_image, x_image, grad_x_image);
+      if constexpr (!std::is_same_v<T, float>) narrow(grad_x_image, grad_x_data + n * image, image);
+    }
+  });
+}
+
+// grad_y (N,OH,OW,C), x (N,H,W,C) -> grad_x (N,H,W,C): each window's gradient
+// goes to its first maximum in row-major window order, per channel. Two
+// branch-free passes per window (find the maximum, then route to the first tap
+// equal to it) let the channel loops vectorize; a data-dependent branch per
+// element measured 15x slower.
+template <typename T>
+void max_pool_backward(KernelContext& ctx) {
+  const Pool2dGeometry g = as_channels_last(Pool2dGeometry(ctx.inputs[1].shape(), ctx.attrs, ctx.op.name));
+  const int64_t channels = g.input.channels;
+  // Offsets within one image.
+  const auto in_at = [&](int64_t y, int64_t x) { return g.input.offset(0, y, x, 0); };
+  for_each_image_in_f32<T>(
+      g, ctx.inputs[0], &ctx.inputs[1], ctx.outputs[0], [&](const float* grad_y, const float* x, float* grad_x) {
+        thread_local std::vector<float> best_values;
+        thread_local std::vector<int32_t> routed_flags;
+        best_values.resize(static_cast<size_t>(channels));
+        routed_flags.resize(static_cast<size_t>(channels));
+        float* best = best_values.data();
+        int32_t* routed = routed_flags.data();
+        for (int64_t oy = 0; oy < g.output.height; ++oy) {
+          for (int64_t ox = 0; ox < g.output.width; ++ox) {
+            const Window w = window(g, oy, ox);
+            const float* first = x + in_at(w.y0, w.x0);
+            std::copy(first, first + channels, best);
+            for (int64_t iy = w.y0; iy < w.y1; ++iy) {
+              for (int64_t ix = w.x0; ix < w.x1; ++ix) {
+                const float* tap = x + in_at(iy, ix);
+                for (int64_t c = 0; c < channels; ++c) best[c] = tap[c] > best[c] ? tap[c] : best[c];
+              }
+            }
+            // A NaN maximum can only be the first tap's (nothing compares greater than it), as in the reference.
+            std::fill(routed, routed + channels, 0);
+            const float* g_row = grad_y + g.output.offset(0, oy, ox, 0);
+            for (int64_t iy = w.y0; iy < w.y1; ++iy) {
+              for (int64_t ix = w.x0; ix < w.x1; ++ix) {
+                const int64_t at = in_at(iy, ix);
+                for (int64_t c = 0; c < channels; ++c) {
+                  const int32_t hit = (routed[c] == 0) & ((x[at + c] == best[c]) | (best[c] != best[c]));
+                  grad_x[at + c] += hit ? g_row[c] : 0.0f;
+                  routed[c] |= hit;
+                }
+              }
+            }
+          }
+        }
+      });
+}
+
+// grad_y (N,OH,OW,C) -> grad_x (N,H,W,C): each window's gradient shared
+// equally among its taps inside the image.
+template <typename T>
+void avg_pool_backward(KernelContext& ctx) {
+  const Pool2dGeometry g = as_channels_last(Pool2dGeometry(ctx.attrs.get_shape("input_shape"), ctx.attrs, ctx.op.name));
+  const int64_t channels = g.input.channels;
+  for_each_image_in_f32<T>(g, ctx.inputs[0], nullptr, ctx.outputs[0],
+                           [&](const float* grad_y, const float*, float* grad_x) {
+                             for (int64_t oy = 0; oy < g.output.height; ++oy) {
+                               for (int64_t ox = 0; ox < g.output.width; ++ox) {
+                                 const Window w = window(g, oy, ox);
+                                 const float scale = 1.0f / static_cast<float>((w.y1 - w.y0) * (w.x1 - w.x0));
+                                 const float* g_row = grad_y + g.output.offset(0, oy, ox, 0);
+                                 for (int64_t iy = w.y0; iy < w.y1; ++iy) {
+                                   for (int64_t ix = w.x0; ix < w.x1; ++ix) {
+                                     float* out = grad_x + g.input.offset(0, iy, ix, 0);
+                                     for (int64_t c = 0; c < channels; ++c) out[c] += g_row[c] * scale;
+                                   }
+                                 }
+                               }
+                             }
+                           });
+}
+
+// f32, and f16 and bf16 through per-image f32 buffers.
+template <template <typename> typename Kernel>
+KernelDef parallel_kernel() {
+  return {.name = "parallel",
+          .device = DeviceType::kCPU,
+          .dtypes = {DType::kF32, DType::kF16, DType::kBF16},
+          .priority = 50,
+          .fn =
+              [](KernelContext& ctx) {
+                switch (ctx.outputs[0].dtype()) {
+                  case DType::kF16: return Kernel<Half>::run(ctx);
+                  case DType::kBF16: return Kernel<BFloat16>::run(ctx);
+                  default: return Kernel<float>::run(ctx);
+                }
+              },
+          .supports = [](const KernelContext& ctx) { return ctx.outputs[0].numel() > 0; }};
+}
+
+template <typename T>
+struct MaxPoolBackward {
+  static void run(KernelContext& ctx) { max_pool_backward<T>(ctx); }
+};
+template <typename T>
+struct AvgPoolBackward {
+  static void run(KernelContext& ctx) { avg_pool_backward<T>(ctx); }
+};
+
+const bool kRegistered = register_kernel("max_pool2d_backward", parallel_kernel<MaxPoolBackward>()) &&
+                         register_kernel("avg_pool2d_backward", parallel_kernel<AvgPoolBackward>());
+
+}  // namespace
+}  // namespace nimbus::cpu
