@@ -25,6 +25,7 @@
 #include "nimbus/train/memory_check.h"
 #include "nimbus/train/run_directory.h"
 #include "nimbus/train/trainer.h"
+#include "rows.h"
 
 namespace nimbus::train {
 
@@ -734,7 +735,7 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   if (fit.verbose > 0) out << "Run directory: " << run.path() << "\n" << std::flush;
   std::optional<TrainingPosition> resumed;
   if (options.resume) {
-    if (!model.built()) (void)model(gather_rows(x_train, {0}), false);
+    if (!model.built()) (void)model(rows(x_train, 0, 1), false);
     const std::string checkpoints =
         options.chief_run_dir.empty() ? run.checkpoints() : RunDirectory(options.chief_run_dir).checkpoints();
     const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, checkpoints, std::cerr);

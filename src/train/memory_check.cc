@@ -16,6 +16,7 @@
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/train/config.h"
+#include "rows.h"
 
 namespace nimbus::train {
 
@@ -38,7 +39,7 @@ StepAnalysis analyze_traced_step(Trainer& trainer, const Tensor& x, const Tensor
                                       micro_batch, gradient_accumulation));
   }
   if (x.rank() < 1 || y.rank() < 1) throw InvalidArgument("analyze_train_step: x and y need a batch dimension");
-  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
+  if (!trainer.model().built()) (void)trainer.model()(rows(x, 0, 1), false);
   const int64_t rows = micro_batch * gradient_accumulation;
   const TracedGraph& traced =
       trainer.trace_train_step(placeholder(x, rows), placeholder(y, rows), gradient_accumulation, jit);
@@ -276,7 +277,7 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
 int64_t inference_micro_batch(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t batch, std::ostream& out) {
   if (batch < 1 || x.rank() < 1) return batch;  // evaluate and predict report these
   batch = std::min(batch, x.dim(0));
-  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
+  if (!trainer.model().built()) (void)trainer.model()(rows(x, 0, 1), false);
   const auto analyze = [&](int64_t micro_batch) {
     const TracedGraph& traced = y.defined()
                                     ? trainer.trace_test_step(placeholder(x, micro_batch), placeholder(y, micro_batch))

@@ -10,16 +10,9 @@
 #include "nimbus/base/error.h"
 #include "nimbus/distribute/all_reduce.h"
 #include "nimbus/ops/elementwise.h"
-#include "nimbus/ops/shape_ops.h"
+#include "rows.h"
 
 namespace nimbus::train {
-
-Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) {
-  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0), size(static_cast<size_t>(x.rank()), -1);
-  start[0] = begin;
-  size[0] = count;
-  return slice(x, start, size);
-}
 
 std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica) {
   if (replica == nullptr || replica->num_replicas == 1) return {x, y};
@@ -29,7 +22,7 @@ std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const 
     throw InvalidArgument(fmt::format("a batch of {} samples cannot be split over {} replicas", batch, replicas),
                           fmt::format("use a batch_size (and a dataset size) of at least {} per step", replicas));
   }
-  return {rows_of(x, begin, end - begin), rows_of(y, begin, end - begin)};
+  return {rows(x, begin, end), rows(y, begin, end)};
 }
 
 std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs) {
@@ -86,7 +79,7 @@ std::vector<Tensor> Trainer::run_replicated_train_step(const Tensor& x, const Te
       Replicas::Replica& replica = replicas.others[static_cast<size_t>(local - 1)];
       model = replica.model;
       optimizer = replica.optimizer;
-      if (!model.built()) (void)model(gather_rows(x, {0}), false);
+      if (!model.built()) (void)model(rows(x, 0, 1), false);
       optimizer->build(model.trainable_weights());
       if (!replica.train || replica.graph != graph || replica.jit != jit || replica.accumulation != accumulation) {
         replica.train.emplace(make_train_function(model, optimizer, accumulation, false, graph, jit, x, y));

@@ -14,8 +14,6 @@
 
 namespace nimbus::train {
 
-// Rows [begin, begin + count) of x.
-Tensor rows_of(const Tensor& x, int64_t begin, int64_t count);
 // Replica r of R takes rows [B r / R, B (r + 1) / R) of the global batch of B; outside a replica, (x, y).
 // InvalidArgument when the batch has fewer rows than there are replicas.
 std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica);

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <iostream>
-#include <numeric>
 #include <random>
 
 #include "batch_source.h"
@@ -23,25 +21,11 @@
 #include "nimbus/ops/shape_ops.h"
 #include "nimbus/train/memory_check.h"
 #include "replicated_step.h"
+#include "rows.h"
 
 namespace nimbus::train {
 
 using Clock = std::chrono::steady_clock;
-
-Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices) {
-  NIMBUS_ASSERT(source.rank() >= 1) << "gather_rows needs a batch dimension";
-  Shape shape = source.shape();
-  shape[0] = static_cast<int64_t>(indices.size());
-  Tensor batch = Tensor::empty(shape, source.dtype());
-  const size_t row_bytes = source.dim(0) == 0 ? 0 : source.nbytes() / static_cast<size_t>(source.dim(0));
-  const auto* src = static_cast<const std::byte*>(source.raw_data());
-  auto* dst = static_cast<std::byte*>(batch.raw_data());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    NIMBUS_ASSERT(indices[i] >= 0 && indices[i] < source.dim(0)) << "row " << indices[i] << " of " << source.dim(0);
-    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(indices[i]) * row_bytes, row_bytes);
-  }
-  return batch;
-}
 
 namespace {
 
@@ -69,13 +53,6 @@ void check_data(const Tensor& x, const Tensor& y, const char* what) {
                                       x.shape().to_string(), y.shape().to_string()),
                           "x and y need one row per sample");
   }
-}
-
-// The rows [begin, end) of x.
-Tensor rows(const Tensor& x, int64_t begin, int64_t end) {
-  std::vector<int64_t> indices(static_cast<size_t>(end - begin));
-  std::iota(indices.begin(), indices.end(), begin);
-  return gather_rows(x, indices);
 }
 
 // Keras's number format in the progress bar and logs.
@@ -239,7 +216,7 @@ void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
 
 // Model needs its weights before any tracing: a lazily built Sequential builds on one sample, eagerly.
 void ensure_model_built(const nn::Model& model, const Tensor& x) {
-  if (!model.built()) (void)model(gather_rows(x.to(Device::cpu()), {0}), false);
+  if (!model.built()) (void)model(rows(x, 0, 1).to(Device::cpu()), false);
 }
 
 Tensor on(const Tensor& tensor, Device device) { return tensor.device() == device ? tensor : tensor.to(device); }
@@ -281,8 +258,8 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
     int64_t begin = 0;
     for (size_t k = 0; k < sizes.size(); ++k) {
       // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
-      const Tensor xk = parts == 1 ? xb : rows_of(xb, begin, sizes[k]);
-      const Tensor yk = parts == 1 ? yb : rows_of(yb, begin, sizes[k]);
+      const Tensor xk = parts == 1 ? xb : rows(xb, begin, begin + sizes[k]);
+      const Tensor yk = parts == 1 ? yb : rows(yb, begin, begin + sizes[k]);
       begin += sizes[k];
       Tensor pred, weighted;
       std::vector<Tensor> grads;

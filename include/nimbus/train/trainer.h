@@ -307,7 +307,4 @@ inline Trainer compile(nn::Model model, CompileOptions options) {
   return Trainer(std::move(model), std::move(options));
 }
 
-// Rows `indices` of `source` (any rank, any dtype), copied into a new tensor: how fit builds batches.
-Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices);
-
 }  // namespace nimbus::train
