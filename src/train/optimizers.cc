@@ -280,7 +280,8 @@ class AdamOptimizer : public Optimizer {
         v.push_back(v_[i].value());
         g.push_back(gradients[i]);
       }
-      // Skips the whole update under a loss scale's inf or NaN gradients, as assign would.
+      // adam_update bypasses Variable::assign, so it takes the conditional-update scope as an input: the
+      // whole update is skipped under a loss scale's inf or NaN gradients (apply_if_finite), as assign would.
       adam_update(w, m, v, g, alpha, lr_decay, options, ConditionalUpdateScope::current());
     }
   }
