@@ -7,14 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
-#include <random>
 
 #include "batch_source.h"
 #include "device_batches.h"
-#include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
 #include "nimbus/device/runtime.h"
-#include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
@@ -22,6 +19,7 @@
 #include "nimbus/train/memory_check.h"
 #include "replicated_step.h"
 #include "rows.h"
+#include "train_step.h"
 
 namespace nimbus::train {
 
@@ -37,13 +35,6 @@ std::vector<InputSignature> dynamic_batch_signature(const std::vector<Tensor>& t
     signature.push_back({shape, tensor.dtype()});
   }
   return signature;
-}
-
-// Lengths of `parts` near-equal pieces of `total` (the first ones one longer).
-std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
-  std::vector<int64_t> sizes;
-  for (int64_t k = 0; k < parts; ++k) sizes.push_back(total / parts + (k < total % parts ? 1 : 0));
-  return sizes;
 }
 
 void check_data(const Tensor& x, const Tensor& y, const char* what) {
@@ -193,27 +184,6 @@ int Trainer::train_step_traces() const {
 }
 
 namespace {
-// Every statistic of every metric, in order, for `pred` against `y`.
-std::vector<Tensor> metric_statistics(const std::vector<std::shared_ptr<Metric>>& metrics, const Tensor& y,
-                                      const Tensor& pred, std::vector<size_t>& counts) {
-  std::vector<Tensor> all;
-  counts.clear();
-  for (const auto& metric : metrics) {
-    std::vector<Tensor> statistics = metric->batch_statistics(y, pred);
-    counts.push_back(statistics.size());
-    for (Tensor& s : statistics) all.push_back(std::move(s));
-  }
-  return all;
-}
-
-void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
-  if (totals.empty()) {
-    totals = values;
-    return;
-  }
-  for (size_t i = 0; i < values.size(); ++i) totals[i] = totals[i] + values[i];
-}
-
 // Model needs its weights before any tracing: a lazily built Sequential builds on one sample, eagerly.
 void ensure_model_built(const nn::Model& model, const Tensor& x) {
   if (!model.built()) (void)model(rows(x, 0, 1).to(Device::cpu()), false);
@@ -232,86 +202,16 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
                                       int64_t accumulation, bool primary, std::optional<bool> graph,
                                       std::optional<bool> jit, const Tensor& x, const Tensor& y) {
   // `primary`: this process's first replica (the trainer's own model), which records spans and statistic counts.
-  auto body = [this, model, optimizer, accumulation, primary](const std::vector<Tensor>& in) {
-    const distribute::ReplicaContext* replica = distribute::current_replica();
-    // Under a strategy each replica takes its share of the global batch; losses are weighted by
-    // the share of the global batch so that the replicas' sum is the global batch's mean.
-    const int64_t global_batch = in[0].dim(0);
-    const auto [xb, yb] = replica_share(in[0], in[1], replica);
-    const int64_t batch = xb.dim(0);
-    const int64_t parts = std::min(accumulation, batch);
-    const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
-    const std::vector<Variable> vars = model.trainable_weights();
-    std::vector<Tensor> gradients(vars.size());
-    Tensor loss_total;
-    std::vector<Tensor> statistics;
-    std::vector<size_t> statistic_counts;
-    // With a communication thread, each bucket's all-reduce starts during the last micro-batch's backward
-    // pass, as soon as its gradients (every micro-batch's) are ready; otherwise all of them after it.
-    std::optional<distribute::OverlappedAllReduce> overlapped;
-    if (replica && replica->gradient_thread) {
-      std::vector<Tensor> values;
-      values.reserve(vars.size());
-      for (const Variable& var : vars) values.push_back(var.value());
-      overlapped.emplace(values, replica->bucket_bytes);
-    }
-    int64_t begin = 0;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
-      const Tensor xk = parts == 1 ? xb : rows(xb, begin, begin + sizes[k]);
-      const Tensor yk = parts == 1 ? yb : rows(yb, begin, begin + sizes[k]);
-      begin += sizes[k];
-      Tensor pred, weighted;
-      std::vector<Tensor> grads;
-      {
-        GradientTape tape;
-        pred = model(xk, true);
-        Tensor loss = options_.loss(yk, pred);
-        const Tensor regularization = model.regularization_loss();
-        if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
-        weighted = sizes[k] == global_batch ? loss : loss * (double(sizes[k]) / double(global_batch));
-        if (overlapped && k + 1 == sizes.size()) {
-          tape.on_gradient_ready(
-              [&](size_t i, const Tensor& g) { overlapped->ready(i, gradients[i].defined() ? gradients[i] + g : g); });
-        }
-        grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
-      }
-      for (size_t i = 0; i < grads.size() && !(overlapped && k + 1 == sizes.size()); ++i) {
-        if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
-      }
-      loss_total = loss_total.defined() ? loss_total + weighted : weighted;
-      add_into(statistics, metric_statistics(metrics_, yk, pred, statistic_counts));
-    }
-    if (primary) steps_->statistic_counts = statistic_counts;
-    // One all-reduce per bucket, in the last micro-batch only.
-    if (overlapped) {
-      gradients = overlapped->finish();
-    } else if (replica) {
-      gradients = distribute::all_reduce_gradients(gradients, replica->bucket_bytes);
-    }
-    // Loss scaling: unscale in f32, and apply the update only when every gradient is finite (the
-    // all-reduced gradients are the same on every replica, so all of them decide alike).
-    Tensor finite;
-    if (loss_scale_) {
-      const Tensor inverse = 1.0 / loss_scale_->variable().value();
-      for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
-      finite = all_finite(gradients);
-    }
-    {
-      std::optional<monitor::StepProfiler::Scope> span;
-      if (primary) span.emplace(profiler_.get(), monitor::Span::kOptimizerUpdate);
-      std::optional<ConditionalUpdateScope> skip_on_overflow;
-      if (finite.defined()) skip_on_overflow.emplace(finite);
-      optimizer->apply_gradients(gradients, vars);
-    }
-    std::vector<Tensor> outputs = {loss_total};
-    outputs.insert(outputs.end(), statistics.begin(), statistics.end());
-    if (replica) outputs = sum_over_replicas(outputs);
-    if (finite.defined()) outputs.push_back(finite);  // last: accumulate_step reads only the statistics
-    return outputs;
-  };
+  const TrainStep step({.model = model,
+                        .optimizer = optimizer,
+                        .loss = &options_.loss,
+                        .metrics = &metrics_,
+                        .loss_scale = loss_scale_.get(),
+                        .accumulation = accumulation,
+                        .profiler = primary ? profiler_.get() : nullptr,
+                        .statistic_counts = primary ? &steps_->statistic_counts : nullptr});
   return function(
-      body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
+      step, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
 }
 
 Device Trainer::device() const {
