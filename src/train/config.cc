@@ -14,6 +14,7 @@
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/nn/layers.h"
@@ -586,6 +587,21 @@ void check_training_device(const std::string& text) {
 }
 
 }  // namespace
+
+void configure_memory_from_config(const nlohmann::json& config) {
+  MemoryOptions options;
+  const Json& runtime = config.at("runtime");
+  if (runtime.contains("memory") && runtime["memory"].is_object()) {
+    const Json& memory = runtime["memory"];
+    const Json limit = memory.value("limit", Json());
+    const std::string limit_text = limit.is_null()     ? std::string("none")
+                                   : limit.is_string() ? limit.get<std::string>()
+                                                       : std::to_string(limit.get<int64_t>());
+    options =
+        parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
+  }
+  configure_memory(Device::cpu(), options);
+}
 
 void configure_runtime_from_config(const nlohmann::json& config) {
   const Json& runtime = config.at("runtime");

@@ -16,7 +16,7 @@
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
-#include "nimbus/train/memory_check.h"
+#include "nimbus/train/step_memory.h"
 #include "replicated_step.h"
 #include "rows.h"
 #include "train_step.h"
@@ -494,7 +494,18 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
 int64_t Trainer::micro_batch_for(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
   // The estimate is of the traced step: eager steps run whole batches.
   if (!options.split_to_fit || !options.graph.value_or(runtime_options().graph)) return options.batch_size;
-  return inference_micro_batch(*this, x, y, options.batch_size, options.output ? *options.output : std::cout);
+  const int64_t batch = std::min(options.batch_size, x.dim(0));
+  if (batch < 1) return options.batch_size;  // evaluate and predict report it
+  ensure_model_built(model_, x);             // the placeholders cannot build it
+  const auto analyze = [&](int64_t micro_batch) {
+    return analyze_traced_step(y.defined()
+                                   ? trace_test_step(placeholder_rows(x, micro_batch), placeholder_rows(y, micro_batch))
+                                   : trace_predict_step(placeholder_rows(x, micro_batch)),
+                               micro_batch);
+  };
+  return inference_micro_batch(
+      batch, x.device(), analyze, [this] { release_step_memory(); }, y.defined() ? "evaluate" : "predict",
+      options.output ? *options.output : std::cout);
 }
 
 Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {

@@ -74,7 +74,11 @@ struct RunOptions {
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});
 
 // The pieces run_config is made of, for `nimbus evaluate` and `nimbus predict`.
+// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
+// runtime.memory as configure_memory_from_config.
 void configure_runtime_from_config(const nlohmann::json& config);
+// Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to the CPU.
+void configure_memory_from_config(const nlohmann::json& config);
 // The model section's model, built (an Input first).
 nn::Model model_from_train_config(const nlohmann::json& config);
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
