@@ -15,7 +15,7 @@
 #include "nimbus/device/memory.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/creation.h"
-#include "nimbus/train/config.h"
+#include "nimbus/train/from_config.h"
 #include "rows.h"
 
 namespace nimbus::train {
