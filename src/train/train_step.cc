@@ -1,10 +1,12 @@
 #include "train_step.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <utility>
 
+#include "nimbus/base/error.h"
 #include "nimbus/ops/elementwise.h"
-#include "replicated_step.h"
 #include "rows.h"
 
 namespace nimbus::train {
@@ -22,6 +24,34 @@ std::vector<Tensor> metric_statistics(const std::vector<std::shared_ptr<Metric>>
 }
 
 namespace {
+
+// Replica r of R takes rows [B r / R, B (r + 1) / R) of the global batch of B; outside a replica, (x, y).
+// InvalidArgument when the batch has fewer rows than there are replicas.
+std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica) {
+  if (replica == nullptr || replica->num_replicas == 1) return {x, y};
+  const int64_t batch = x.dim(0), replicas = replica->num_replicas, id = replica->replica_id;
+  const int64_t begin = batch * id / replicas, end = batch * (id + 1) / replicas;
+  if (begin == end) {
+    throw InvalidArgument(fmt::format("a batch of {} samples cannot be split over {} replicas", batch, replicas),
+                          fmt::format("use a batch_size (and a dataset size) of at least {} per step", replicas));
+  }
+  return {rows(x, begin, end), rows(y, begin, end)};
+}
+
+// Each output of a step (the weighted loss, the metrics' statistics: all sums) summed over the replicas.
+std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs) {
+  // The collective carries f32; statistics are counts and sums well inside f32's exact range per step.
+  std::vector<Tensor> as_f32;
+  as_f32.reserve(outputs.size());
+  for (const Tensor& output : outputs) {
+    as_f32.push_back(output.dtype() == DType::kF32 ? output : cast(output, DType::kF32));
+  }
+  std::vector<Tensor> summed = distribute::all_reduce_sum(as_f32);
+  for (size_t i = 0; i < summed.size(); ++i) {
+    if (outputs[i].dtype() != DType::kF32) summed[i] = cast(summed[i], outputs[i].dtype());
+  }
+  return summed;
+}
 
 // Lengths of `parts` near-equal pieces of `total` (the first ones one longer).
 std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {

@@ -64,6 +64,8 @@ namespace nimbus::train {
 using Logs = std::map<std::string, double>;
 
 class Trainer;
+// Where fit's batches come from (batch_source.h, internal).
+class BatchSource;
 
 // Where a fit is in its data: what checkpoints record so that a run resumes exactly, mid-epoch too.
 struct TrainingPosition {
@@ -248,9 +250,6 @@ class Trainer {
 
   // Where fit's steps go: every step records its spans here (monitor/step_profiler.h).
   monitor::StepProfiler& profiler() { return *profiler_; }
-
-  // Where fit's batches come from (batch_source.h).
-  class BatchSource;
 
   bool stop_training = false;
   // Set during an epoch (SIGTERM): fit returns after the current step and leaves the epoch
