@@ -19,6 +19,7 @@
 #include "nimbus/train/step_memory.h"
 #include "replicated_step.h"
 #include "rows.h"
+#include "throughput_meter.h"
 #include "train_step.h"
 
 namespace nimbus::train {
@@ -339,7 +340,13 @@ History Trainer::fit(const data::Dataset& dataset, const FitOptions& options) {
   return fit_batches(batches, options);
 }
 
-History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+namespace {
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// fit's batch_size and gradient_accumulation: each replica's micro-batch is
+// batch_size / (gradient_accumulation * replicas).
+void check_batching(const FitOptions& options, int64_t replicas) {
   if (options.batch_size < 1) {
     throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
   }
@@ -347,8 +354,6 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   if (accumulation < 1) {
     throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
   }
-  // Each replica's micro-batch is batch_size / (gradient_accumulation * replicas).
-  const int64_t replicas = options_.strategy ? options_.strategy->num_replicas_in_sync() : 1;
   const int64_t parts = accumulation * replicas;
   if (options.batch_size % parts != 0) {
     const int64_t lower = options.batch_size / parts * parts;
@@ -359,6 +364,58 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
                           lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + parts)
                                     : fmt::format("use batch_size {}", parts));
   }
+}
+
+// The progress bar (verbose > 0; in place on a terminal), then the options' callbacks.
+std::vector<std::shared_ptr<Callback>> fit_callbacks(const FitOptions& options) {
+  std::ostream& out = options.output ? *options.output : std::cout;
+  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  if (options.verbose > 0) callbacks.push_back(ProgressBar(out, options.verbose, terminal));
+  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+  return callbacks;
+}
+
+// The validation data's loss and metrics as "val_<name>", evaluated in the training micro-batch, which
+// fits (its step keeps no gradients or slots); training's arena and evaluation's take turns rather
+// than adding up.
+Logs validation_logs(Trainer& trainer, const FitOptions& options) {
+  trainer.release_step_memory();
+  EvaluateOptions evaluate_options;
+  evaluate_options.batch_size = options.batch_size / options.gradient_accumulation;
+  evaluate_options.split_to_fit = false;
+  evaluate_options.graph = options.graph;
+  evaluate_options.jit = options.jit;
+  Logs logs;
+  for (const auto& [name, value] :
+       trainer.evaluate(options.validation_data->first, options.validation_data->second, evaluate_options)) {
+    logs["val_" + name] = value;
+  }
+  trainer.release_step_memory();
+  return logs;
+}
+
+}  // namespace
+
+void TrainingPosition::advance(int64_t steps_done_in_epoch, int64_t step_samples, std::string iterator,
+                               double elapsed) {
+  steps_in_epoch = steps_done_in_epoch;
+  input_iterator = std::move(iterator);
+  ++global_step;
+  samples += step_samples;
+  elapsed_seconds = elapsed;
+}
+
+void TrainingPosition::finish_epoch(int epoch, double elapsed) {
+  epochs_done = epoch;
+  steps_in_epoch = 0;
+  input_iterator.clear();
+  elapsed_seconds = elapsed;
+}
+
+History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+  const int64_t accumulation = options.gradient_accumulation;
+  check_batching(options, options_.strategy ? options_.strategy->num_replicas_in_sync() : 1);
   // Replicas take replica 0's variables (a restored checkpoint's, say) before this fit's first step.
   if (replicas_) replicas_->synced = false;
   if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
@@ -367,12 +424,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   if (options.steps_per_epoch) steps = steps < 0 ? *options.steps_per_epoch : std::min(steps, *options.steps_per_epoch);
   params = {.epochs = options.epochs, .steps = std::max<int64_t>(steps, 0), .verbose = options.verbose};
   stop_training = false;
-
-  std::ostream& out = options.output ? *options.output : std::cout;
-  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
-  std::vector<std::shared_ptr<Callback>> callbacks;
-  if (options.verbose > 0) callbacks.push_back(ProgressBar(out, options.verbose, terminal));
-  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+  const std::vector<std::shared_ptr<Callback>> callbacks = fit_callbacks(options);
 
   const uint64_t seed = options.seed.value_or(runtime_options().seed.value_or(0));
   if (options.initial_step < 0 || (steps >= 0 && options.initial_step > steps)) {
@@ -392,12 +444,8 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   interrupt_training = false;
   History history;
   const auto start = Clock::now();
-  // Throughput counts training steps only: not validation, checkpoints or other epoch-end work.
-  bool past_warmup = false;
-  std::optional<Clock::time_point> measuring_since;
-  double measured_seconds = 0;
-  int64_t measured_samples = 0;
-  int64_t total_steps = 0;
+  const auto elapsed = [&] { return elapsed_before + seconds_since(start); };
+  ThroughputMeter throughput;
   // Batches for another device go through its uploader (CUDA: pinned, double-buffered copies on the
   // copy stream), batch N+1 while the device runs step N (device_batches.h).
   DeviceBatches device_batches(batches, device(), options.prefetch_to_device, *profiler_);
@@ -406,7 +454,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
     // A resumed epoch keeps the metric totals its checkpoint restored.
     const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
-    if (past_warmup) measuring_since = Clock::now();
+    throughput.begin_epoch();
     device_batches.begin_epoch(epoch, seed, first_step);
     if (first_step == 0) reset_metrics();
     int64_t step = first_step;
@@ -428,21 +476,11 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
-      last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
-      position_.steps_in_epoch = step + 1;
-      position_.input_iterator = batch->position;
-      ++position_.global_step;
-      position_.samples += batch_size;
-      position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
-      ++total_steps;
+      last_step = {.samples = batch_size, .seconds = seconds_since(step_start)};
+      position_.advance(step + 1, batch_size, batch->position, elapsed());
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
-      const int64_t warmup = params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1;
-      if (total_steps == warmup) {
-        past_warmup = true;
-        measuring_since = Clock::now();
-      }
-      if (total_steps > warmup) measured_samples += batch_size;
+      throughput.step_done(batch_size, params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1);
       if (!callbacks.empty()) {
         auto span = profiler_->span(monitor::Span::kCallbacks);
         const Logs logs = current_logs("");
@@ -450,8 +488,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       }
       profiler_->end_step(batch_size, step_loss);
     }
-    if (measuring_since) measured_seconds += std::chrono::duration<double>(Clock::now() - *measuring_since).count();
-    measuring_since.reset();
+    throughput.end_epoch();
     history.input_pipeline_stats = batches.stats_json();
     if (interrupt_training) {
       history.interrupted = true;
@@ -460,34 +497,17 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
     if (params.steps == 0) params.steps = step;  // learnt from the pipeline's end
     Logs logs = current_logs("");
     if (options.validation_data) {
-      // Training's arena and evaluation's take turns rather than adding up.
-      release_step_memory();
-      EvaluateOptions evaluate_options;
-      // Evaluation runs the training micro-batch, which fits (its step keeps no gradients or slots).
-      evaluate_options.batch_size = options.batch_size / accumulation;
-      evaluate_options.split_to_fit = false;
-      evaluate_options.graph = options.graph;
-      evaluate_options.jit = options.jit;
-      const Logs validation =
-          evaluate(options.validation_data->first, options.validation_data->second, evaluate_options);
-      for (const auto& [name, value] : validation) logs["val_" + name] = value;
-      release_step_memory();
+      for (const auto& [name, value] : validation_logs(*this, options)) logs[name] = value;
     }
     for (const auto& [name, value] : logs) history.history[name].push_back(value);
     history.epochs.push_back(epoch);
-    position_.epochs_done = epoch;
-    position_.steps_in_epoch = 0;
-    position_.input_iterator.clear();
-    position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
+    position_.finish_epoch(epoch, elapsed());
     for (auto& callback : callbacks) callback->on_epoch_end(*this, epoch, logs);
   }
   for (auto& callback : callbacks) callback->on_train_end(*this);
-  const auto finish = Clock::now();
-  history.steps = total_steps;
-  history.wall_seconds = std::chrono::duration<double>(finish - start).count();
-  if (measured_samples > 0 && measured_seconds > 0) {
-    history.samples_per_sec = double(measured_samples) / measured_seconds;
-  }
+  history.steps = throughput.steps();
+  history.wall_seconds = seconds_since(start);
+  history.samples_per_sec = throughput.samples_per_sec();
   return history;
 }
 

@@ -79,6 +79,12 @@ struct TrainingPosition {
   // Fitting from a data::Dataset: its iterator's position (Iterator::save), so a resume continues
   // with exactly the batches an uninterrupted run would have seen. Empty for fit(x, y).
   std::string input_iterator{};
+
+  // After a step of `step_samples` samples that took the epoch to `steps_done_in_epoch` steps; `iterator`
+  // is the input's position after it, `elapsed` the run's seconds so far.
+  void advance(int64_t steps_done_in_epoch, int64_t step_samples, std::string iterator, double elapsed);
+  // After epoch `epoch` ended: done, and the next one starts at its first step.
+  void finish_epoch(int epoch, double elapsed);
 };
 
 // Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
