@@ -51,9 +51,8 @@ class Variable {
 
 // While alive, assigns on this thread take effect only where `condition` (a bool scalar tensor,
 // possibly symbolic) is true: each becomes assign(v, where(condition, new_value, v)). Dynamic loss
-// scaling (train::DynamicLossScale::apply_if_finite) wraps the optimizer's update in one, so a step
-// with an inf or NaN gradient changes no weight, slot or step counter (Keras's LossScaleOptimizer
-// skips the update the same way). It lives here, not in train/, because Variable::assign applies it.
+// scaling wraps the optimizer's update in one, so a step with an inf or NaN gradient changes no
+// weight, slot or step counter (Keras's LossScaleOptimizer skips the update the same way).
 class ConditionalUpdateScope {
  public:
   explicit ConditionalUpdateScope(Tensor condition);
