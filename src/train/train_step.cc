@@ -60,7 +60,7 @@ std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
   return sizes;
 }
 
-// totals[i] += values[i] (undefined values add nothing); empty totals take the values.
+// totals[i] += values[i]; empty totals take the values.
 void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
   if (totals.empty()) {
     totals = values;
