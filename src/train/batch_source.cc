@@ -7,6 +7,7 @@
 #include <random>
 
 #include "nimbus/base/error.h"
+#include "nimbus/ops/shape_ops.h"
 
 namespace nimbus::train {
 
@@ -30,8 +31,10 @@ std::optional<std::pair<Tensor, Tensor>> TensorBatches::next() {
   const int64_t begin = next_step_ * batch_size_;
   if (begin >= samples) return std::nullopt;
   ++next_step_;
-  const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + std::min(samples, begin + batch_size_));
-  return std::pair{gather_rows(x_, indices), gather_rows(y_, indices)};
+  const int64_t end = std::min(samples, begin + batch_size_);
+  const Tensor indices =
+      Tensor::from_vector(std::vector<int64_t>(order_.begin() + begin, order_.begin() + end), Shape({end - begin}));
+  return std::pair{gather(x_, indices), gather(y_, indices)};
 }
 
 DatasetBatches::DatasetBatches(const data::Dataset& dataset, std::string resume_position)

@@ -11,11 +11,10 @@
 
 #include "nimbus/data/dataset.h"
 #include "nimbus/tensor/tensor.h"
-#include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
 
-class Trainer::BatchSource {
+class BatchSource {
  public:
   virtual ~BatchSource() = default;
   // Batches in one epoch, or -1 when only the end of an epoch tells.
@@ -31,7 +30,7 @@ class Trainer::BatchSource {
 };
 
 // fit(x, y): rows of x and y in batches of batch_size, in an order shuffled with (seed, epoch).
-class TensorBatches final : public Trainer::BatchSource {
+class TensorBatches final : public BatchSource {
  public:
   TensorBatches(const Tensor& x, const Tensor& y, int64_t batch_size, bool shuffle);
   int64_t batches_per_epoch() const override;
@@ -50,7 +49,7 @@ class TensorBatches final : public Trainer::BatchSource {
 // fit(dataset): epoch e is the dataset's iteration e - 1 with the run's seed (Dataset::iterator),
 // so every process sees the same batches; a resumed epoch restores the checkpoint's iterator
 // position (or replays to first_step when the checkpoint has none).
-class DatasetBatches final : public Trainer::BatchSource {
+class DatasetBatches final : public BatchSource {
  public:
   DatasetBatches(const data::Dataset& dataset, std::string resume_position);
   int64_t batches_per_epoch() const override;

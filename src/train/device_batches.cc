@@ -4,8 +4,7 @@
 
 namespace nimbus::train {
 
-DeviceBatches::DeviceBatches(Trainer::BatchSource& source, Device device, bool look_ahead,
-                             monitor::StepProfiler& profiler)
+DeviceBatches::DeviceBatches(BatchSource& source, Device device, bool look_ahead, monitor::StepProfiler& profiler)
     : source_(source), profiler_(profiler) {
   if (device != Device::cpu()) {
     x_upload_ = make_batch_upload(device);

@@ -1,5 +1,5 @@
 // fit's batches on the trainer's device, fetched one batch ahead (TensorFlow's prefetch_to_device):
-// taken from a Trainer::BatchSource and copied through the device's BatchUpload. fit launches step N,
+// taken from a BatchSource and copied through the device's BatchUpload. fit launches step N,
 // then calls fetch_ahead(), so that batch N+1 is produced on the host and copied (CUDA: staged in
 // pinned memory, copied on the copy stream) while the device still runs step N, and only then reads
 // step N's loss, which waits for the step. On the host's CPU nothing is uploaded: batches are
@@ -41,7 +41,7 @@ class DeviceBatches {
 
   // Uploads through make_batch_upload(device) unless device is the host's CPU; `look_ahead` lets
   // fetch_ahead() fetch (where batches are uploaded).
-  DeviceBatches(Trainer::BatchSource& source, Device device, bool look_ahead, monitor::StepProfiler& profiler);
+  DeviceBatches(BatchSource& source, Device device, bool look_ahead, monitor::StepProfiler& profiler);
 
   // Starts epoch `epoch` of the source (a batch fetched ahead and not taken is dropped).
   void begin_epoch(int epoch, uint64_t seed, int64_t first_step);
@@ -56,7 +56,7 @@ class DeviceBatches {
   // Production (the input_wait span) and upload (host_to_device).
   std::optional<Batch> fetch();
 
-  Trainer::BatchSource& source_;
+  BatchSource& source_;
   monitor::StepProfiler& profiler_;
   std::unique_ptr<BatchUpload> x_upload_, y_upload_;  // one per tensor of the batch: each keeps two slots
   bool look_ahead_;

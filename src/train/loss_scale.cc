@@ -21,6 +21,19 @@ DynamicLossScale::DynamicLossScale(LossScaleOptions options)
 
 double DynamicLossScale::scale() const { return scale_.value().item<double>(); }
 
+Tensor DynamicLossScale::scale_loss(const Tensor& loss) const { return loss * scale_.value(); }
+
+Tensor DynamicLossScale::unscale(std::vector<Tensor>& gradients) const {
+  const Tensor inverse = 1.0 / scale_.value();
+  for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
+  return all_finite(gradients);
+}
+
+void DynamicLossScale::apply_if_finite(const Tensor& finite, const std::function<void()>& update) {
+  const ConditionalUpdateScope skip_on_overflow(finite);
+  update();
+}
+
 void DynamicLossScale::update(bool gradients_finite) {
   double next = scale();
   if (gradients_finite) {

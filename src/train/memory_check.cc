@@ -15,7 +15,8 @@
 #include "nimbus/device/memory.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/creation.h"
-#include "nimbus/train/config.h"
+#include "nimbus/train/from_config.h"
+#include "rows.h"
 
 namespace nimbus::train {
 
@@ -23,38 +24,24 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A tensor of `rows` samples shaped like `data`'s rows, without memory: tracing reads only shapes.
-Tensor placeholder(const Tensor& data, int64_t rows) {
-  Shape shape = data.shape();
-  shape[0] = rows;
-  return Tensor::symbolic(shape, data.dtype(), data.device(), nullptr);
-}
-
 // Traces the step over placeholders of micro_batch × gradient_accumulation rows shaped like x's and y's.
-StepAnalysis analyze_traced_step(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t micro_batch,
-                                 int64_t gradient_accumulation, std::optional<bool> jit) {
+StepAnalysis analyze_train_step_at(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t micro_batch,
+                                   int64_t gradient_accumulation, std::optional<bool> jit) {
   if (micro_batch < 1 || gradient_accumulation < 1) {
     throw InvalidArgument(fmt::format("analyze_train_step: micro-batch {} and gradient_accumulation {} must be >= 1",
                                       micro_batch, gradient_accumulation));
   }
   if (x.rank() < 1 || y.rank() < 1) throw InvalidArgument("analyze_train_step: x and y need a batch dimension");
-  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
-  const int64_t rows = micro_batch * gradient_accumulation;
+  if (!trainer.model().built()) (void)trainer.model()(rows(x, 0, 1), false);
+  const int64_t samples = micro_batch * gradient_accumulation;
   const TracedGraph& traced =
-      trainer.trace_train_step(placeholder(x, rows), placeholder(y, rows), gradient_accumulation, jit);
-  return {.micro_batch = micro_batch,
-          .gradient_accumulation = gradient_accumulation,
-          .memory = graph::estimate_memory(traced.optimized, traced.plan),
-          .cost = graph::graph_cost(traced.optimized, traced.plan)};
+      trainer.trace_train_step(placeholder_rows(x, samples), placeholder_rows(y, samples), gradient_accumulation, jit);
+  return analyze_traced_step(traced, micro_batch, gradient_accumulation);
 }
 
 // Past this many micro-batches a step's fixed part (the whole batch's input, the gradients twice) dominates,
 // and each try traces a graph of that many passes.
 constexpr int64_t kMaxAccumulation = 64;
-
-bool fits(const StepAnalysis& step, uint64_t available, double margin) {
-  return static_cast<double>(step.memory.total()) <= (1 - margin) * static_cast<double>(available);
-}
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> result;
@@ -74,25 +61,6 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
     if (fits(step, available, kSafetyMargin)) return step;
   }
   return std::nullopt;
-}
-
-// The memory left for the step: room for a new region under the capacity, plus the largest free block of
-// the regions held (the other free blocks are scattered: counting them would let fragmentation turn a
-// fitting estimate into an out-of-memory error), plus the model's and optimizer's variables, which the
-// estimate counts and which exist once a step is traced. Fully free regions are handed back first.
-uint64_t memory_available_for(const StepAnalysis& step, Device device) {
-  trim_memory(device);
-  const AllocatorStats stats = memory_stats(device);
-  const uint64_t capacity = memory_capacity(device);
-  const uint64_t room = capacity > stats.bytes_reserved ? capacity - stats.bytes_reserved : 0;
-  const uint64_t variables =
-      std::min(step.memory.parameter_bytes + step.memory.optimizer_state_bytes, stats.bytes_in_use);
-  return room + stats.largest_free_block + variables;
-}
-
-std::string needs(const StepAnalysis& step, uint64_t available) {
-  return fmt::format("a micro-batch of {} needs {} of {}", step.micro_batch, format_bytes(step.memory.total()),
-                     format_bytes(available));
 }
 
 [[noreturn]] void refuse(Trainer& trainer, const Tensor& x, const Tensor& y, const StepAnalysis& step,
@@ -178,7 +146,7 @@ class MemoryEpochCallback : public Callback {
 
 StepAnalysis analyze_train_step(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t micro_batch,
                                 int64_t gradient_accumulation) {
-  return analyze_traced_step(trainer, x, y, micro_batch, gradient_accumulation, std::nullopt);
+  return analyze_train_step_at(trainer, x, y, micro_batch, gradient_accumulation, std::nullopt);
 }
 
 StepAnalysis analyze_train_step(const nlohmann::json& config, int64_t micro_batch, int64_t gradient_accumulation) {
@@ -190,8 +158,8 @@ StepAnalysis analyze_train_step(const nlohmann::json& config, int64_t micro_batc
   sample[0] = 1;
   const Tensor x = zeros(Shape(std::span<const int64_t>(sample)), model.inputs()[0].dtype());
   const Tensor y = zeros(Shape({1}), DType::kU8);
-  return analyze_traced_step(trainer, x, y, micro_batch, gradient_accumulation,
-                             config.at("runtime").at("jit").get<bool>());
+  return analyze_train_step_at(trainer, x, y, micro_batch, gradient_accumulation,
+                               config.at("runtime").at("jit").get<bool>());
 }
 
 nlohmann::json MemoryDecision::to_json() const {
@@ -207,21 +175,6 @@ nlohmann::json MemoryDecision::to_json() const {
           {"framework_reserve_bytes", m.framework_reserve_bytes},
           {"total_bytes", m.total()},
           {"available_bytes", available_bytes}};
-}
-
-void configure_memory_from_config(const nlohmann::json& config) {
-  MemoryOptions options;
-  const Json& runtime = config.at("runtime");
-  if (runtime.contains("memory") && runtime["memory"].is_object()) {
-    const Json& memory = runtime["memory"];
-    const Json limit = memory.value("limit", Json());
-    const std::string limit_text = limit.is_null()     ? std::string("none")
-                                   : limit.is_string() ? limit.get<std::string>()
-                                                       : std::to_string(limit.get<int64_t>());
-    options =
-        parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
-  }
-  configure_memory(Device::cpu(), options);
 }
 
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
@@ -271,60 +224,6 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
                        decision.step.memory.to_string());
   }
   return decision;
-}
-
-int64_t inference_micro_batch(Trainer& trainer, const Tensor& x, const Tensor& y, int64_t batch, std::ostream& out) {
-  if (batch < 1 || x.rank() < 1) return batch;  // evaluate and predict report these
-  batch = std::min(batch, x.dim(0));
-  if (!trainer.model().built()) (void)trainer.model()(gather_rows(x, {0}), false);
-  const auto analyze = [&](int64_t micro_batch) {
-    const TracedGraph& traced = y.defined()
-                                    ? trainer.trace_test_step(placeholder(x, micro_batch), placeholder(y, micro_batch))
-                                    : trainer.trace_predict_step(placeholder(x, micro_batch));
-    return StepAnalysis{.micro_batch = micro_batch,
-                        .memory = graph::estimate_memory(traced.optimized, traced.plan),
-                        .cost = graph::graph_cost(traced.optimized, traced.plan)};
-  };
-  const StepAnalysis whole = analyze(batch);
-  uint64_t available = memory_available_for(whole, x.device());
-  if (fits(whole, available, kSafetyMargin)) return batch;
-  // The steps' arenas take turns, as fit's training and validation do: what the others hold is left too.
-  trainer.release_step_memory();
-  available = memory_available_for(whole, x.device());
-  if (fits(whole, available, kSafetyMargin)) return batch;
-  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  int64_t pieces = 2;
-  if (batch > 2) {
-    // The estimate grows linearly with the micro-batch: the line through the whole batch and its half.
-    const StepAnalysis half = analyze(ceil_div(batch, 2));
-    const double per_sample =
-        double(whole.memory.total() - half.memory.total()) / double(whole.micro_batch - half.micro_batch);
-    const double fixed = double(whole.memory.total()) - per_sample * double(batch);
-    const double budget = (1 - kSafetyMargin) * double(available);
-    const int64_t predicted = per_sample > 0 ? static_cast<int64_t>((budget - fixed) / per_sample) : 1;
-    pieces = ceil_div(batch, std::clamp<int64_t>(predicted, 1, batch - 1));
-  }
-  StepAnalysis step = analyze(ceil_div(batch, pieces));
-  // Fewer pieces where the line was pessimistic, more where it was not.
-  while (pieces > 2 && fits(step, available, kSafetyMargin)) {
-    StepAnalysis larger = analyze(ceil_div(batch, pieces - 1));
-    if (!fits(larger, available, kSafetyMargin)) break;
-    step = std::move(larger);
-    --pieces;
-  }
-  while (!fits(step, available, kSafetyMargin)) {
-    if (step.micro_batch == 1) {
-      throw OutOfMemory(fmt::format("inference: {} ({})", needs(step, available), step.memory.to_string()),
-                        "a smaller model, or more memory (runtime.memory.limit)");
-    }
-    pieces = ceil_div(batch, step.micro_batch - 1);
-    step = analyze(ceil_div(batch, pieces));
-  }
-  out << fmt::format(
-      "{}: a batch of {} needs {} of the {} left less a {:.0f}% margin: running {} micro-batches of {} ({})\n",
-      y.defined() ? "evaluate" : "predict", batch, format_bytes(whole.memory.total()), format_bytes(available),
-      100 * kSafetyMargin, pieces, step.micro_batch, format_bytes(step.memory.total()));
-  return step.micro_batch;
 }
 
 namespace {

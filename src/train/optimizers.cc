@@ -280,7 +280,8 @@ class AdamOptimizer : public Optimizer {
         v.push_back(v_[i].value());
         g.push_back(gradients[i]);
       }
-      // Skips the whole update under a loss scale's inf or NaN gradients, as assign would.
+      // adam_update bypasses Variable::assign, so it takes the conditional-update scope as an input: the
+      // whole update is skipped under a loss scale's inf or NaN gradients (apply_if_finite), as assign would.
       adam_update(w, m, v, g, alpha, lr_decay, options, ConditionalUpdateScope::current());
     }
   }
@@ -301,8 +302,7 @@ class AdamOptimizer : public Optimizer {
   bool fused_for(const Variable& variable, Device counter_device) const {
     if (options_.fused == false) return false;
     const Device device = variable.value().device();
-    const std::vector<KernelDef>& kernels =
-        OpRegistry::global().get("adam_update").kernels(device.type, variable.dtype());
+    const std::vector<KernelDef>& kernels = adam_update_kernels(device, variable.dtype());
     if (options_.fused == true) {
       if (kernels.empty()) {
         throw InvalidArgument(
@@ -312,7 +312,13 @@ class AdamOptimizer : public Optimizer {
       }
       return device == counter_device;
     }
-    return device == counter_device && !kernels.empty() && kernels.front().name != kReferenceKernel;
+    // Unset: fused where it is faster, that is where a backend registered a kernel above the reference one.
+    return device == counter_device && !kernels.empty() && kernels.front().priority > kReferencePriority;
+  }
+
+  // The registry's adam_update kernels for this device and dtype, highest priority first.
+  static const std::vector<KernelDef>& adam_update_kernels(Device device, DType dtype) {
+    return OpRegistry::global().get("adam_update").kernels(device.type, dtype);
   }
 
   AdamWOptions options_;

@@ -9,42 +9,9 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/distribute/all_reduce.h"
-#include "nimbus/ops/elementwise.h"
-#include "nimbus/ops/shape_ops.h"
+#include "rows.h"
 
 namespace nimbus::train {
-
-Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) {
-  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0), size(static_cast<size_t>(x.rank()), -1);
-  start[0] = begin;
-  size[0] = count;
-  return slice(x, start, size);
-}
-
-std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica) {
-  if (replica == nullptr || replica->num_replicas == 1) return {x, y};
-  const int64_t batch = x.dim(0), replicas = replica->num_replicas, id = replica->replica_id;
-  const int64_t begin = batch * id / replicas, end = batch * (id + 1) / replicas;
-  if (begin == end) {
-    throw InvalidArgument(fmt::format("a batch of {} samples cannot be split over {} replicas", batch, replicas),
-                          fmt::format("use a batch_size (and a dataset size) of at least {} per step", replicas));
-  }
-  return {rows_of(x, begin, end - begin), rows_of(y, begin, end - begin)};
-}
-
-std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs) {
-  // The collective carries f32; statistics are counts and sums well inside f32's exact range per step.
-  std::vector<Tensor> as_f32;
-  as_f32.reserve(outputs.size());
-  for (const Tensor& output : outputs) {
-    as_f32.push_back(output.dtype() == DType::kF32 ? output : cast(output, DType::kF32));
-  }
-  std::vector<Tensor> summed = distribute::all_reduce_sum(as_f32);
-  for (size_t i = 0; i < summed.size(); ++i) {
-    if (outputs[i].dtype() != DType::kF32) summed[i] = cast(summed[i], outputs[i].dtype());
-  }
-  return summed;
-}
 
 namespace {
 
@@ -86,7 +53,7 @@ std::vector<Tensor> Trainer::run_replicated_train_step(const Tensor& x, const Te
       Replicas::Replica& replica = replicas.others[static_cast<size_t>(local - 1)];
       model = replica.model;
       optimizer = replica.optimizer;
-      if (!model.built()) (void)model(gather_rows(x, {0}), false);
+      if (!model.built()) (void)model(rows(x, 0, 1), false);
       optimizer->build(model.trainable_weights());
       if (!replica.train || replica.graph != graph || replica.jit != jit || replica.accumulation != accumulation) {
         replica.train.emplace(make_train_function(model, optimizer, accumulation, false, graph, jit, x, y));

@@ -1,5 +1,5 @@
-// The train step under a strategy with several replicas: each replica's share of
-// the batch, the sums over replicas, and the replicas other than the trainer's own.
+// The replicas of a strategy with several replicas besides the trainer's own (each
+// replica's share of the batch and the sums over replicas are stages of train_step.h).
 // Internal to the library.
 #pragma once
 
@@ -13,14 +13,6 @@
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
-
-// Rows [begin, begin + count) of x.
-Tensor rows_of(const Tensor& x, int64_t begin, int64_t count);
-// Replica r of R takes rows [B r / R, B (r + 1) / R) of the global batch of B; outside a replica, (x, y).
-// InvalidArgument when the batch has fewer rows than there are replicas.
-std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica);
-// Each output of a step (the weighted loss, the metrics' statistics: all sums) summed over the replicas.
-std::vector<Tensor> sum_over_replicas(const std::vector<Tensor>& outputs);
 
 struct Trainer::Replicas {
   // A local replica besides replica 0: a copy of the model and of the optimizer, with its own traced step.

@@ -6,42 +6,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <iostream>
-#include <numeric>
-#include <random>
 
 #include "batch_source.h"
 #include "device_batches.h"
-#include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/base/error.h"
 #include "nimbus/device/runtime.h"
-#include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
-#include "nimbus/train/memory_check.h"
+#include "nimbus/train/step_memory.h"
 #include "replicated_step.h"
+#include "rows.h"
+#include "throughput_meter.h"
+#include "train_step.h"
 
 namespace nimbus::train {
 
 using Clock = std::chrono::steady_clock;
-
-Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices) {
-  NIMBUS_ASSERT(source.rank() >= 1) << "gather_rows needs a batch dimension";
-  Shape shape = source.shape();
-  shape[0] = static_cast<int64_t>(indices.size());
-  Tensor batch = Tensor::empty(shape, source.dtype());
-  const size_t row_bytes = source.dim(0) == 0 ? 0 : source.nbytes() / static_cast<size_t>(source.dim(0));
-  const auto* src = static_cast<const std::byte*>(source.raw_data());
-  auto* dst = static_cast<std::byte*>(batch.raw_data());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    NIMBUS_ASSERT(indices[i] >= 0 && indices[i] < source.dim(0)) << "row " << indices[i] << " of " << source.dim(0);
-    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(indices[i]) * row_bytes, row_bytes);
-  }
-  return batch;
-}
 
 namespace {
 
@@ -55,13 +38,6 @@ std::vector<InputSignature> dynamic_batch_signature(const std::vector<Tensor>& t
   return signature;
 }
 
-// Lengths of `parts` near-equal pieces of `total` (the first ones one longer).
-std::vector<int64_t> micro_batch_sizes(int64_t total, int64_t parts) {
-  std::vector<int64_t> sizes;
-  for (int64_t k = 0; k < parts; ++k) sizes.push_back(total / parts + (k < total % parts ? 1 : 0));
-  return sizes;
-}
-
 void check_data(const Tensor& x, const Tensor& y, const char* what) {
   if (!x.defined() || x.rank() < 1) throw InvalidArgument(fmt::format("{}: x needs a batch dimension", what));
   if (y.defined() && (y.rank() < 1 || y.dim(0) != x.dim(0))) {
@@ -69,13 +45,6 @@ void check_data(const Tensor& x, const Tensor& y, const char* what) {
                                       x.shape().to_string(), y.shape().to_string()),
                           "x and y need one row per sample");
   }
-}
-
-// The rows [begin, end) of x.
-Tensor rows(const Tensor& x, int64_t begin, int64_t end) {
-  std::vector<int64_t> indices(static_cast<size_t>(end - begin));
-  std::iota(indices.begin(), indices.end(), begin);
-  return gather_rows(x, indices);
 }
 
 // Keras's number format in the progress bar and logs.
@@ -216,30 +185,9 @@ int Trainer::train_step_traces() const {
 }
 
 namespace {
-// Every statistic of every metric, in order, for `pred` against `y`.
-std::vector<Tensor> metric_statistics(const std::vector<std::shared_ptr<Metric>>& metrics, const Tensor& y,
-                                      const Tensor& pred, std::vector<size_t>& counts) {
-  std::vector<Tensor> all;
-  counts.clear();
-  for (const auto& metric : metrics) {
-    std::vector<Tensor> statistics = metric->batch_statistics(y, pred);
-    counts.push_back(statistics.size());
-    for (Tensor& s : statistics) all.push_back(std::move(s));
-  }
-  return all;
-}
-
-void add_into(std::vector<Tensor>& totals, const std::vector<Tensor>& values) {
-  if (totals.empty()) {
-    totals = values;
-    return;
-  }
-  for (size_t i = 0; i < values.size(); ++i) totals[i] = totals[i] + values[i];
-}
-
 // Model needs its weights before any tracing: a lazily built Sequential builds on one sample, eagerly.
 void ensure_model_built(const nn::Model& model, const Tensor& x) {
-  if (!model.built()) (void)model(gather_rows(x.to(Device::cpu()), {0}), false);
+  if (!model.built()) (void)model(rows(x, 0, 1).to(Device::cpu()), false);
 }
 
 Tensor on(const Tensor& tensor, Device device) { return tensor.device() == device ? tensor : tensor.to(device); }
@@ -255,86 +203,16 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
                                       int64_t accumulation, bool primary, std::optional<bool> graph,
                                       std::optional<bool> jit, const Tensor& x, const Tensor& y) {
   // `primary`: this process's first replica (the trainer's own model), which records spans and statistic counts.
-  auto body = [this, model, optimizer, accumulation, primary](const std::vector<Tensor>& in) {
-    const distribute::ReplicaContext* replica = distribute::current_replica();
-    // Under a strategy each replica takes its share of the global batch; losses are weighted by
-    // the share of the global batch so that the replicas' sum is the global batch's mean.
-    const int64_t global_batch = in[0].dim(0);
-    const auto [xb, yb] = replica_share(in[0], in[1], replica);
-    const int64_t batch = xb.dim(0);
-    const int64_t parts = std::min(accumulation, batch);
-    const std::vector<int64_t> sizes = micro_batch_sizes(batch, parts);
-    const std::vector<Variable> vars = model.trainable_weights();
-    std::vector<Tensor> gradients(vars.size());
-    Tensor loss_total;
-    std::vector<Tensor> statistics;
-    std::vector<size_t> statistic_counts;
-    // With a communication thread, each bucket's all-reduce starts during the last micro-batch's backward
-    // pass, as soon as its gradients (every micro-batch's) are ready; otherwise all of them after it.
-    std::optional<distribute::OverlappedAllReduce> overlapped;
-    if (replica && replica->gradient_thread) {
-      std::vector<Tensor> values;
-      values.reserve(vars.size());
-      for (const Variable& var : vars) values.push_back(var.value());
-      overlapped.emplace(values, replica->bucket_bytes);
-    }
-    int64_t begin = 0;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      // Sliced where the micro-batch's pass begins (not split up front), so the memory plan holds one at a time.
-      const Tensor xk = parts == 1 ? xb : rows_of(xb, begin, sizes[k]);
-      const Tensor yk = parts == 1 ? yb : rows_of(yb, begin, sizes[k]);
-      begin += sizes[k];
-      Tensor pred, weighted;
-      std::vector<Tensor> grads;
-      {
-        GradientTape tape;
-        pred = model(xk, true);
-        Tensor loss = options_.loss(yk, pred);
-        const Tensor regularization = model.regularization_loss();
-        if (regularization.defined()) loss = loss + cast(regularization, loss.dtype());
-        weighted = sizes[k] == global_batch ? loss : loss * (double(sizes[k]) / double(global_batch));
-        if (overlapped && k + 1 == sizes.size()) {
-          tape.on_gradient_ready(
-              [&](size_t i, const Tensor& g) { overlapped->ready(i, gradients[i].defined() ? gradients[i] + g : g); });
-        }
-        grads = tape.gradient(loss_scale_ ? weighted * loss_scale_->variable().value() : weighted, vars);
-      }
-      for (size_t i = 0; i < grads.size() && !(overlapped && k + 1 == sizes.size()); ++i) {
-        if (grads[i].defined()) gradients[i] = gradients[i].defined() ? gradients[i] + grads[i] : grads[i];
-      }
-      loss_total = loss_total.defined() ? loss_total + weighted : weighted;
-      add_into(statistics, metric_statistics(metrics_, yk, pred, statistic_counts));
-    }
-    if (primary) steps_->statistic_counts = statistic_counts;
-    // One all-reduce per bucket, in the last micro-batch only.
-    if (overlapped) {
-      gradients = overlapped->finish();
-    } else if (replica) {
-      gradients = distribute::all_reduce_gradients(gradients, replica->bucket_bytes);
-    }
-    // Loss scaling: unscale in f32, and apply the update only when every gradient is finite (the
-    // all-reduced gradients are the same on every replica, so all of them decide alike).
-    Tensor finite;
-    if (loss_scale_) {
-      const Tensor inverse = 1.0 / loss_scale_->variable().value();
-      for (Tensor& g : gradients) g = g.defined() ? g * cast(inverse, g.dtype()) : g;
-      finite = all_finite(gradients);
-    }
-    {
-      std::optional<monitor::StepProfiler::Scope> span;
-      if (primary) span.emplace(profiler_.get(), monitor::Span::kOptimizerUpdate);
-      std::optional<ConditionalUpdateScope> skip_on_overflow;
-      if (finite.defined()) skip_on_overflow.emplace(finite);
-      optimizer->apply_gradients(gradients, vars);
-    }
-    std::vector<Tensor> outputs = {loss_total};
-    outputs.insert(outputs.end(), statistics.begin(), statistics.end());
-    if (replica) outputs = sum_over_replicas(outputs);
-    if (finite.defined()) outputs.push_back(finite);  // last: accumulate_step reads only the statistics
-    return outputs;
-  };
+  const TrainStep step({.model = model,
+                        .optimizer = optimizer,
+                        .loss = &options_.loss,
+                        .metrics = &metrics_,
+                        .loss_scale = loss_scale_.get(),
+                        .accumulation = accumulation,
+                        .profiler = primary ? profiler_.get() : nullptr,
+                        .statistic_counts = primary ? &steps_->statistic_counts : nullptr});
   return function(
-      body, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
+      step, {.name = "train_step", .graph = graph, .jit = jit, .input_signature = dynamic_batch_signature({x, y})});
 }
 
 Device Trainer::device() const {
@@ -462,7 +340,13 @@ History Trainer::fit(const data::Dataset& dataset, const FitOptions& options) {
   return fit_batches(batches, options);
 }
 
-History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+namespace {
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// fit's batch_size and gradient_accumulation: each replica's micro-batch is
+// batch_size / (gradient_accumulation * replicas).
+void check_batching(const FitOptions& options, int64_t replicas) {
   if (options.batch_size < 1) {
     throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
   }
@@ -470,8 +354,6 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   if (accumulation < 1) {
     throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
   }
-  // Each replica's micro-batch is batch_size / (gradient_accumulation * replicas).
-  const int64_t replicas = options_.strategy ? options_.strategy->num_replicas_in_sync() : 1;
   const int64_t parts = accumulation * replicas;
   if (options.batch_size % parts != 0) {
     const int64_t lower = options.batch_size / parts * parts;
@@ -482,6 +364,58 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
                           lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + parts)
                                     : fmt::format("use batch_size {}", parts));
   }
+}
+
+// The progress bar (verbose > 0; in place on a terminal), then the options' callbacks.
+std::vector<std::shared_ptr<Callback>> fit_callbacks(const FitOptions& options) {
+  std::ostream& out = options.output ? *options.output : std::cout;
+  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  if (options.verbose > 0) callbacks.push_back(ProgressBar(out, options.verbose, terminal));
+  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+  return callbacks;
+}
+
+// The validation data's loss and metrics as "val_<name>", evaluated in the training micro-batch, which
+// fits (its step keeps no gradients or slots); training's arena and evaluation's take turns rather
+// than adding up.
+Logs validation_logs(Trainer& trainer, const FitOptions& options) {
+  trainer.release_step_memory();
+  EvaluateOptions evaluate_options;
+  evaluate_options.batch_size = options.batch_size / options.gradient_accumulation;
+  evaluate_options.split_to_fit = false;
+  evaluate_options.graph = options.graph;
+  evaluate_options.jit = options.jit;
+  Logs logs;
+  for (const auto& [name, value] :
+       trainer.evaluate(options.validation_data->first, options.validation_data->second, evaluate_options)) {
+    logs["val_" + name] = value;
+  }
+  trainer.release_step_memory();
+  return logs;
+}
+
+}  // namespace
+
+void TrainingPosition::advance(int64_t steps_done_in_epoch, int64_t step_samples, std::string iterator,
+                               double elapsed) {
+  steps_in_epoch = steps_done_in_epoch;
+  input_iterator = std::move(iterator);
+  ++global_step;
+  samples += step_samples;
+  elapsed_seconds = elapsed;
+}
+
+void TrainingPosition::finish_epoch(int epoch, double elapsed) {
+  epochs_done = epoch;
+  steps_in_epoch = 0;
+  input_iterator.clear();
+  elapsed_seconds = elapsed;
+}
+
+History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+  const int64_t accumulation = options.gradient_accumulation;
+  check_batching(options, options_.strategy ? options_.strategy->num_replicas_in_sync() : 1);
   // Replicas take replica 0's variables (a restored checkpoint's, say) before this fit's first step.
   if (replicas_) replicas_->synced = false;
   if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
@@ -490,12 +424,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   if (options.steps_per_epoch) steps = steps < 0 ? *options.steps_per_epoch : std::min(steps, *options.steps_per_epoch);
   params = {.epochs = options.epochs, .steps = std::max<int64_t>(steps, 0), .verbose = options.verbose};
   stop_training = false;
-
-  std::ostream& out = options.output ? *options.output : std::cout;
-  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
-  std::vector<std::shared_ptr<Callback>> callbacks;
-  if (options.verbose > 0) callbacks.push_back(ProgressBar(out, options.verbose, terminal));
-  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+  const std::vector<std::shared_ptr<Callback>> callbacks = fit_callbacks(options);
 
   const uint64_t seed = options.seed.value_or(runtime_options().seed.value_or(0));
   if (options.initial_step < 0 || (steps >= 0 && options.initial_step > steps)) {
@@ -515,12 +444,8 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   interrupt_training = false;
   History history;
   const auto start = Clock::now();
-  // Throughput counts training steps only: not validation, checkpoints or other epoch-end work.
-  bool past_warmup = false;
-  std::optional<Clock::time_point> measuring_since;
-  double measured_seconds = 0;
-  int64_t measured_samples = 0;
-  int64_t total_steps = 0;
+  const auto elapsed = [&] { return elapsed_before + seconds_since(start); };
+  ThroughputMeter throughput;
   // Batches for another device go through its uploader (CUDA: pinned, double-buffered copies on the
   // copy stream), batch N+1 while the device runs step N (device_batches.h).
   DeviceBatches device_batches(batches, device(), options.prefetch_to_device, *profiler_);
@@ -529,7 +454,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
     for (auto& callback : callbacks) callback->on_epoch_begin(*this, epoch);
     // A resumed epoch keeps the metric totals its checkpoint restored.
     const int64_t first_step = epoch == options.initial_epoch + 1 ? options.initial_step : 0;
-    if (past_warmup) measuring_since = Clock::now();
+    throughput.begin_epoch();
     device_batches.begin_epoch(epoch, seed, first_step);
     if (first_step == 0) reset_metrics();
     int64_t step = first_step;
@@ -551,21 +476,11 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
-      last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
-      position_.steps_in_epoch = step + 1;
-      position_.input_iterator = batch->position;
-      ++position_.global_step;
-      position_.samples += batch_size;
-      position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
-      ++total_steps;
+      last_step = {.samples = batch_size, .seconds = seconds_since(step_start)};
+      position_.advance(step + 1, batch_size, batch->position, elapsed());
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
-      const int64_t warmup = params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1;
-      if (total_steps == warmup) {
-        past_warmup = true;
-        measuring_since = Clock::now();
-      }
-      if (total_steps > warmup) measured_samples += batch_size;
+      throughput.step_done(batch_size, params.steps * (options.epochs - options.initial_epoch) > 20 ? 20 : 1);
       if (!callbacks.empty()) {
         auto span = profiler_->span(monitor::Span::kCallbacks);
         const Logs logs = current_logs("");
@@ -573,8 +488,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       }
       profiler_->end_step(batch_size, step_loss);
     }
-    if (measuring_since) measured_seconds += std::chrono::duration<double>(Clock::now() - *measuring_since).count();
-    measuring_since.reset();
+    throughput.end_epoch();
     history.input_pipeline_stats = batches.stats_json();
     if (interrupt_training) {
       history.interrupted = true;
@@ -583,41 +497,35 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
     if (params.steps == 0) params.steps = step;  // learnt from the pipeline's end
     Logs logs = current_logs("");
     if (options.validation_data) {
-      // Training's arena and evaluation's take turns rather than adding up.
-      release_step_memory();
-      EvaluateOptions evaluate_options;
-      // Evaluation runs the training micro-batch, which fits (its step keeps no gradients or slots).
-      evaluate_options.batch_size = options.batch_size / accumulation;
-      evaluate_options.split_to_fit = false;
-      evaluate_options.graph = options.graph;
-      evaluate_options.jit = options.jit;
-      const Logs validation =
-          evaluate(options.validation_data->first, options.validation_data->second, evaluate_options);
-      for (const auto& [name, value] : validation) logs["val_" + name] = value;
-      release_step_memory();
+      for (const auto& [name, value] : validation_logs(*this, options)) logs[name] = value;
     }
     for (const auto& [name, value] : logs) history.history[name].push_back(value);
     history.epochs.push_back(epoch);
-    position_.epochs_done = epoch;
-    position_.steps_in_epoch = 0;
-    position_.input_iterator.clear();
-    position_.elapsed_seconds = elapsed_before + std::chrono::duration<double>(Clock::now() - start).count();
+    position_.finish_epoch(epoch, elapsed());
     for (auto& callback : callbacks) callback->on_epoch_end(*this, epoch, logs);
   }
   for (auto& callback : callbacks) callback->on_train_end(*this);
-  const auto finish = Clock::now();
-  history.steps = total_steps;
-  history.wall_seconds = std::chrono::duration<double>(finish - start).count();
-  if (measured_samples > 0 && measured_seconds > 0) {
-    history.samples_per_sec = double(measured_samples) / measured_seconds;
-  }
+  history.steps = throughput.steps();
+  history.wall_seconds = seconds_since(start);
+  history.samples_per_sec = throughput.samples_per_sec();
   return history;
 }
 
 int64_t Trainer::micro_batch_for(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
   // The estimate is of the traced step: eager steps run whole batches.
   if (!options.split_to_fit || !options.graph.value_or(runtime_options().graph)) return options.batch_size;
-  return inference_micro_batch(*this, x, y, options.batch_size, options.output ? *options.output : std::cout);
+  const int64_t batch = std::min(options.batch_size, x.dim(0));
+  if (batch < 1) return options.batch_size;  // evaluate and predict report it
+  ensure_model_built(model_, x);             // the placeholders cannot build it
+  const auto analyze = [&](int64_t micro_batch) {
+    return analyze_traced_step(y.defined()
+                                   ? trace_test_step(placeholder_rows(x, micro_batch), placeholder_rows(y, micro_batch))
+                                   : trace_predict_step(placeholder_rows(x, micro_batch)),
+                               micro_batch);
+  };
+  return inference_micro_batch(
+      batch, x.device(), analyze, [this] { release_step_memory(); }, y.defined() ? "evaluate" : "predict",
+      options.output ? *options.output : std::cout);
 }
 
 Logs Trainer::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {

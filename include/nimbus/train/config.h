@@ -24,30 +24,20 @@
 //             memory: {mode: growth, fraction: 0.9, limit: 12GiB, trim_between_epochs: false}}
 //
 // The model section may also be Keras's model.to_json() form ({class_name, config}).
-// Every key is checked: an unknown key is an InvalidArgument naming the file,
-// the line and the closest known key; a value of the wrong type names the key,
-// the line and the expected type. Overrides ("fit.epochs=3", as `--set`)
-// apply to keys the schema knows, whether or not the file has them; the value
-// is parsed as YAML and checked like the file's.
+// Three files make it: the schema and its validation (config_schema.h: load_config,
+// parse_config), the objects a config describes (from_config.h), and the run
+// (this file's run_config); this header includes the other two.
 #pragma once
 
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "nimbus/monitor/run_monitor.h"
-#include "nimbus/nn/model.h"
-#include "nimbus/train/trainer.h"
+#include "nimbus/train/config_schema.h"
+#include "nimbus/train/from_config.h"
 
 namespace nimbus::train {
-
-// Reads, applies the overrides, checks, and returns the config as JSON with every default filled in.
-nlohmann::json load_config(const std::string& path, const std::vector<std::string>& overrides = {});
-// The same from YAML text (`source` names it in errors).
-nlohmann::json parse_config(const std::string& yaml_text, const std::string& source,
-                            const std::vector<std::string>& overrides = {});
 
 struct RunOptions {
   // The run directory (run_directory.h); empty: default_run_dir(), runs/<date-time>.
@@ -72,18 +62,5 @@ struct RunOptions {
 // elapsed_seconds), interrupted, micro_batch, gradient_accumulation and memory (the pre-run
 // check), input_wait_seconds_total and step_span_seconds (the step profiler's totals per span).
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});
-
-// The pieces run_config is made of, for `nimbus evaluate` and `nimbus predict`.
-void configure_runtime_from_config(const nlohmann::json& config);
-// The model section's model, built (an Input first).
-nn::Model model_from_train_config(const nlohmann::json& config);
-Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
-// (images scaled and shaped for the model's input, labels) of a data.train / data.validation
-// section ({images, labels, scale}: IDX files; scale defaults to 1/255).
-std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
-                                         const std::string& section);
-Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model);
-// compile.loss's value: a name, or {name, from_logits, label_smoothing}.
-Loss loss_from_config(const nlohmann::json& spec);
 
 }  // namespace nimbus::train

@@ -4,19 +4,28 @@
 // round to zero. The train step multiplies the loss by `scale` before the
 // backward pass and the gradients by 1 / scale after it (in f32, on the
 // master weights' gradients). When any gradient is inf or NaN the step
-// applies no update (ConditionalUpdateScope) and the scale halves; after
-// `growth_interval` finite steps in a row it doubles.
+// applies no update and the scale halves; after `growth_interval` finite
+// steps in a row it doubles. Every part of it is here:
 //
-//   DynamicLossScale scale;            // 2^15, x2 after 2000 finite steps, /2 on overflow
-//   Tensor scaled = loss * scale.variable().value();
-//   ... gradients * (1 / scale), finite = all_finite(gradients) ...
-//   scale.update(finite.item<bool>());  // after the step ran
+//   DynamicLossScale scale;                              // 2^15, x2 after 2000 finite steps, /2 on overflow
+//   // in the traced step:
+//   grads = tape.gradient(scale.scale_loss(loss), vars);
+//   Tensor finite = scale.unscale(grads);
+//   DynamicLossScale::apply_if_finite(finite, [&] { optimizer.apply_gradients(grads, vars); });
+//   // on the host, after the step ran:
+//   scale.update(finite.item<bool>());
+//
+// apply_if_finite opens an autodiff ConditionalUpdateScope, which stays in
+// autodiff/variable.h because Variable::assign applies it (autodiff sits below
+// train), and which fused updates that bypass assign (adam_update) take as an
+// input (optimizers.cc); neither knows about loss scaling.
 //
 // The trainer uses one under a mixed_float16 policy (not under mixed_bfloat16:
 // bf16 has f32's range); its state goes into checkpoints.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "nimbus/autodiff/variable.h"
@@ -43,6 +52,15 @@ class DynamicLossScale {
   // Steps whose update was skipped for an inf or NaN gradient, over the run.
   int64_t skipped_steps() const { return skipped_steps_; }
   const LossScaleOptions& options() const { return options_; }
+
+  // In the step: the loss the backward pass starts from, loss × scale (the variable, read by reference).
+  Tensor scale_loss(const Tensor& loss) const;
+  // In the step: each defined gradient × 1 / scale, in its dtype, in place; returns a bool scalar that is
+  // true when every one is finite.
+  Tensor unscale(std::vector<Tensor>& gradients) const;
+  // In the step: runs `update` (the optimizer's) so that it changes no weight, slot or step counter
+  // unless `finite` holds (ConditionalUpdateScope).
+  static void apply_if_finite(const Tensor& finite, const std::function<void()>& update);
 
   // After a step whose gradients were finite (or not): grows, or halves and counts a skipped step.
   void update(bool gradients_finite);

@@ -64,6 +64,8 @@ namespace nimbus::train {
 using Logs = std::map<std::string, double>;
 
 class Trainer;
+// Where fit's batches come from (batch_source.h, internal).
+class BatchSource;
 
 // Where a fit is in its data: what checkpoints record so that a run resumes exactly, mid-epoch too.
 struct TrainingPosition {
@@ -77,6 +79,12 @@ struct TrainingPosition {
   // Fitting from a data::Dataset: its iterator's position (Iterator::save), so a resume continues
   // with exactly the batches an uninterrupted run would have seen. Empty for fit(x, y).
   std::string input_iterator{};
+
+  // After a step of `step_samples` samples that took the epoch to `steps_done_in_epoch` steps; `iterator`
+  // is the input's position after it, `elapsed` the run's seconds so far.
+  void advance(int64_t steps_done_in_epoch, int64_t step_samples, std::string iterator, double elapsed);
+  // After epoch `epoch` ended: done, and the next one starts at its first step.
+  void finish_epoch(int epoch, double elapsed);
 };
 
 // Hooks into fit (Keras's Callback; built-in ones in callbacks.h). `trainer.stop_training = true`
@@ -249,9 +257,6 @@ class Trainer {
   // Where fit's steps go: every step records its spans here (monitor/step_profiler.h).
   monitor::StepProfiler& profiler() { return *profiler_; }
 
-  // Where fit's batches come from (batch_source.h).
-  class BatchSource;
-
   bool stop_training = false;
   // Set during an epoch (SIGTERM): fit returns after the current step and leaves the epoch
   // unfinished (no validation, no on_epoch_end), so a checkpoint of position() resumes it.
@@ -306,8 +311,5 @@ class Trainer {
 inline Trainer compile(nn::Model model, CompileOptions options) {
   return Trainer(std::move(model), std::move(options));
 }
-
-// Rows `indices` of `source` (any rank, any dtype), copied into a new tensor: how fit builds batches.
-Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices);
 
 }  // namespace nimbus::train

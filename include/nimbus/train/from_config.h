@@ -1,0 +1,45 @@
+// The objects a validated training config (config_schema.h) describes: the runtime's settings,
+// the model, the compiled trainer, the data. run_config (config.h) is built from these, and
+// `nimbus evaluate` and `nimbus predict` use them too.
+//
+//   nlohmann::json config = train::load_config("examples/fashion_mnist_cnn.yaml");
+//   train::configure_runtime_from_config(config);
+//   train::Trainer trainer = train::compile_from_config(train::model_from_train_config(config), config);
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "nimbus/data/dataset.h"
+#include "nimbus/nn/model.h"
+#include "nimbus/train/trainer.h"
+
+namespace nimbus::train {
+
+// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
+// runtime.memory as configure_memory_from_config.
+void configure_runtime_from_config(const nlohmann::json& config);
+// Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to the CPU.
+void configure_memory_from_config(const nlohmann::json& config);
+// The model section's model, built (an Input first).
+nn::Model model_from_train_config(const nlohmann::json& config);
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
+// (images scaled and shaped for the model's input, labels) of a data.train / data.validation
+// section ({images, labels, scale}: IDX files; scale defaults to 1/255).
+std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
+                                         const std::string& section);
+Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model);
+// compile.loss's value: a name, or {name, from_logits, label_smoothing}.
+Loss loss_from_config(const nlohmann::json& spec);
+
+// data.train as fit takes it: the IDX shorthand's tensors, or the pipeline with its first batch (the
+// shapes that the memory check and the model's build need).
+struct TrainingData {
+  Tensor x, y;
+  std::optional<data::Dataset> pipeline;
+};
+TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model);
+
+}  // namespace nimbus::train

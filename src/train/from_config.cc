@@ -1,0 +1,253 @@
+#include "nimbus/train/from_config.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
+#include "nimbus/data/idx.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/device/memory.h"
+#include "nimbus/device/runtime.h"
+#include "nimbus/distribute/strategy.h"
+#include "nimbus/nn/layers.h"
+#include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/shape_ops.h"
+#include "nimbus/train/data_config.h"
+
+namespace nimbus::train {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// IDX images as f32, times `scale`, shaped (samples, input_shape...).
+Tensor load_images(const Json& split, const nn::Dims& input_shape) {
+  Tensor images = data::read_idx(split.at("images").get<std::string>());
+  std::vector<int64_t> shape = {images.dim(0)};
+  shape.insert(shape.end(), input_shape.begin(), input_shape.end());
+  const double scale = split.value("scale", 1.0 / 255);
+  images = images.to(DType::kF32);
+  if (scale != 1) images = images * scale;
+  return reshape(images, shape);
+}
+
+nn::Dims input_shape_of(const nn::Model& model) {
+  const auto& shape = model.inputs()[0].shape();
+  return nn::Dims(shape.begin() + 1, shape.end());
+}
+
+std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
+  const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
+  const std::string name = options.value("name", std::string("adam"));
+  std::optional<double> clipnorm, global_clipnorm;
+  if (options.contains("clipnorm")) clipnorm = options["clipnorm"].get<double>();
+  if (options.contains("global_clipnorm")) global_clipnorm = options["global_clipnorm"].get<double>();
+  if (name == "sgd") {
+    return SGD({.learning_rate = options.value("learning_rate", 0.01),
+                .momentum = options.value("momentum", 0.0),
+                .nesterov = options.value("nesterov", false),
+                .clipnorm = clipnorm,
+                .global_clipnorm = global_clipnorm});
+  }
+  if (name == "adam" || name == "adamw") {
+    AdamWOptions o{.learning_rate = options.value("learning_rate", 1e-3),
+                   .weight_decay = options.value("weight_decay", name == "adamw" ? 0.004 : 0.0),
+                   .beta_1 = options.value("beta_1", 0.9),
+                   .beta_2 = options.value("beta_2", 0.999),
+                   .epsilon = options.value("epsilon", 1e-7),
+                   .clipnorm = clipnorm,
+                   .global_clipnorm = global_clipnorm};
+    if (options.contains("fused")) o.fused = options["fused"].get<bool>();
+    return AdamW(o);
+  }
+  if (name == "rmsprop") {
+    return RMSprop({.learning_rate = options.value("learning_rate", 1e-3),
+                    .rho = options.value("rho", 0.9),
+                    .momentum = options.value("momentum", 0.0),
+                    .epsilon = options.value("epsilon", 1e-7),
+                    .centered = options.value("centered", false),
+                    .clipnorm = clipnorm,
+                    .global_clipnorm = global_clipnorm});
+  }
+  return get_optimizer(name, options.value("learning_rate", 1e-3));  // the error lists the names
+}
+
+// A pipeline split's (x, y), every batch joined: validation data as fit(x, y) and evaluate take it.
+std::pair<Tensor, Tensor> collect_pipeline(const Json& split, const std::string& section) {
+  const uint64_t seed = runtime_options().seed.value_or(0);
+  std::vector<Tensor> xs, ys;
+  data::Iterator batches = dataset_from_config(split, section, 256, seed).iterator(seed, 0);
+  while (auto batch = batches.next()) {
+    xs.push_back((*batch)[0]);
+    ys.push_back((*batch)[1]);
+  }
+  if (xs.empty()) throw DataError(fmt::format("{}: the pipeline yields no data", section));
+  return {concat(xs, 0), concat(ys, 0)};
+}
+
+}  // namespace
+
+Loss loss_from_config(const nlohmann::json& spec) {
+  const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
+  const std::string name = options.value("name", std::string("sparse_categorical_crossentropy"));
+  const CrossentropyOptions cross{.from_logits = options.value("from_logits", false),
+                                  .label_smoothing = options.value("label_smoothing", 0.0)};
+  if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy(cross);
+  if (name == "categorical_crossentropy") return CategoricalCrossentropy(cross);
+  if (name == "binary_crossentropy") return BinaryCrossentropy(cross);
+  return get_loss(name);
+}
+
+namespace {
+
+// runtime.device: a device this machine and build lack is an Unavailable naming what is missing
+// (no CUDA build, no driver, no GPU) before anything is loaded.
+void check_training_device(const std::string& text) {
+  Device device;
+  try {
+    device = Device::parse(text);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("runtime.device: " + e.message(), e.hint());
+  }
+  if (device.is_cpu()) return;
+  try {
+    default_stream_for(device);  // checks the build, the driver, and the device's index
+  } catch (const Unavailable& e) {
+    throw Unavailable(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
+  } catch (const NotFound& e) {
+    throw NotFound(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
+  }
+}
+
+}  // namespace
+
+void configure_runtime_from_config(const nlohmann::json& config) {
+  const Json& runtime = config.at("runtime");
+  RuntimeOptions runtime_options;
+  runtime_options.threads = runtime.at("threads").get<int>();
+  runtime_options.deterministic = runtime.at("deterministic").get<bool>();
+  if (runtime.contains("seed") && !runtime["seed"].is_null()) runtime_options.seed = runtime["seed"].get<uint64_t>();
+  runtime_options.graph = runtime.at("graph").get<bool>();
+  runtime_options.jit = runtime.at("jit").get<bool>();
+  runtime_options.allow_tf32 = runtime.at("allow_tf32").get<bool>();
+  configure_runtime(runtime_options);
+  check_training_device(runtime.at("device").get<std::string>());
+  configure_memory_from_config(config);
+}
+
+namespace {
+// The config's runtime.precision as the global dtype policy while its model's layers are made
+// (each layer keeps the policy it was made under); the previous policy comes back after.
+class ConfigPolicyScope {
+ public:
+  explicit ConfigPolicyScope(const nlohmann::json& config) : previous_(nn::global_policy()) {
+    const std::string name = config.at("runtime").value("precision", std::string("float32"));
+    try {
+      nn::set_global_policy(name);
+    } catch (const InvalidArgument& error) {
+      throw InvalidArgument("runtime.precision: " + error.message(), error.hint());
+    }
+  }
+  ~ConfigPolicyScope() { nn::set_global_policy(previous_); }
+  ConfigPolicyScope(const ConfigPolicyScope&) = delete;
+  ConfigPolicyScope& operator=(const ConfigPolicyScope&) = delete;
+
+ private:
+  nn::DTypePolicy previous_;
+};
+}  // namespace
+
+nn::Model model_from_train_config(const nlohmann::json& config) {
+  const ConfigPolicyScope policy(config);
+  const Json& model_section = config.at("model");
+  nn::Model model = [&]() -> nn::Model {
+    if (model_section.contains("class_name")) return nn::model_from_config(model_section);
+    return nn::model_from_layer_list(model_section.at("input_shape").get<nn::Dims>(),
+                                     nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>()),
+                                     model_section.at("layers"), model_section.value("name", std::string()));
+  }();
+  if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
+  if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");
+  return model;
+}
+
+namespace {
+// runtime.strategy, or for a runtime.device other than cpu:0 (a GPU, a logical CPU), one replica
+// there (OneDevice): the trainer places the model, the optimizer's state and the batches on it.
+std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
+  auto strategy =
+      distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
+  const std::string text = runtime.at("device").get<std::string>();
+  const Device device = Device::parse(text);
+  if (device == Device::cpu()) return strategy;
+  if (strategy->name() != "one_device") {
+    throw Unimplemented(fmt::format("runtime.device: {} with runtime.strategy.type {}", text, strategy->name()),
+                        "one device only for now: drop runtime.strategy, or train on the CPU");
+  }
+  return distribute::OneDevice(device);
+}
+}  // namespace
+
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
+  const Json& compile_section = config.at("compile");
+  const Json& runtime = config.at("runtime");
+  return compile(std::move(model), {.optimizer = make_optimizer(compile_section.at("optimizer")),
+                                    .loss = loss_from_config(compile_section.at("loss")),
+                                    .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
+                                    .strategy = strategy_of(runtime)});
+}
+
+std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
+                                         const std::string& section) {
+  if (is_pipeline_split(split)) return collect_pipeline(split, section);
+  const Tensor images = load_idx_images(split, model);
+  const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
+  if (images.dim(0) != labels.dim(0)) {
+    throw DataError(fmt::format("{}: {} images ({}) but {} labels ({})", section, images.dim(0),
+                                split.at("images").get<std::string>(), labels.dim(0),
+                                split.at("labels").get<std::string>()));
+  }
+  return {images, labels};
+}
+
+Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
+  if (is_pipeline_split(split)) return collect_pipeline(split, "data").first;
+  return load_images(split, input_shape_of(model));
+}
+
+void configure_memory_from_config(const nlohmann::json& config) {
+  MemoryOptions options;
+  const Json& runtime = config.at("runtime");
+  if (runtime.contains("memory") && runtime["memory"].is_object()) {
+    const Json& memory = runtime["memory"];
+    const Json limit = memory.value("limit", Json());
+    const std::string limit_text = limit.is_null()     ? std::string("none")
+                                   : limit.is_string() ? limit.get<std::string>()
+                                                       : std::to_string(limit.get<int64_t>());
+    options =
+        parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
+  }
+  configure_memory(Device::cpu(), options);
+}
+
+TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model) {
+  const Json& split = config.at("data").at("train");
+  if (!is_pipeline_split(split)) {
+    auto [x, y] = load_idx_split(split, model, "data.train");
+    return {x, y, std::nullopt};
+  }
+  const Json& batch_size = config.at("fit").at("batch_size");
+  if (!batch_size.is_number_integer()) {
+    throw InvalidArgument("fit.batch_size: auto needs the IDX form of data.train (a pipeline batches as it is built)",
+                          "give fit.batch_size a number");
+  }
+  const uint64_t seed = runtime_options().seed.value_or(0);
+  data::Dataset pipeline = dataset_from_config(split, "data.train", batch_size.get<int64_t>(), seed);
+  std::optional<data::Element> first = pipeline.iterator(seed, 0).next();
+  if (!first) throw DataError("data.train: the pipeline yields no batch");
+  return {(*first)[0], (*first)[1], pipeline};
+}
+
+}  // namespace nimbus::train
