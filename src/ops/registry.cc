@@ -26,7 +26,17 @@ const OpSchema& OpRegistry::define(OpSchema schema) {
   schema.kernel_table = std::move(entry.schema->kernel_table);
   *entry.schema = std::move(schema);
   entry.defined = true;
+  for (const KernelForOps& rule : kernels_for_ops_) {
+    if (rule.serves(*entry.schema)) add_kernel(entry.schema->name, rule.kernel);
+  }
   return *entry.schema;
+}
+
+void OpRegistry::add_kernel_to_ops(std::function<bool(const OpSchema&)> serves, const KernelDef& kernel) {
+  for (const OpSchema* op : ops()) {
+    if (serves(*op)) add_kernel(op->name, kernel);
+  }
+  kernels_for_ops_.push_back({std::move(serves), kernel});
 }
 
 void OpRegistry::add_kernel(std::string_view op_name, const KernelDef& kernel) {
