@@ -43,7 +43,9 @@ void OpRegistry::add_kernel(std::string_view op_name, const KernelDef& kernel) {
   NIMBUS_ASSERT(kernel.fn != nullptr) << "kernel '" << kernel.name << "' of op '" << op_name << "' has no function";
   auto it = entries_.find(op_name);
   if (it == entries_.end()) it = entries_.emplace(std::string(op_name), Entry{}).first;
-  auto& table = it->second.schema->kernel_table[static_cast<size_t>(kernel.device)];
+  auto& tables = it->second.schema->kernel_table;
+  if (tables.size() <= kernel.device.id()) tables.resize(kernel.device.id() + 1);
+  auto& table = tables[kernel.device.id()];
   for (DType dtype : kernel.dtypes) {
     auto& list = table[static_cast<size_t>(dtype)];
     for (const KernelDef& existing : list) {

@@ -127,12 +127,11 @@ struct OpSchema {
   // (adam_update: the weights and both slots of every tensor). Null: input 0 only (assign).
   std::function<size_t(const Attrs&)> written_inputs_of = nullptr;
 
-  // Filled by the registry: kernels per (device, dtype of the dispatch input), highest priority first.
-  std::array<std::array<std::vector<KernelDef>, kNumDTypes>, kNumDeviceTypes> kernel_table{};
+  // Filled by the registry: kernels per (device type id, dtype of the dispatch input), highest priority first.
+  std::vector<std::array<std::vector<KernelDef>, kNumDTypes>> kernel_table{};
 
-  const std::vector<KernelDef>& kernels(DeviceType device, DType dtype) const {
-    return kernel_table[static_cast<size_t>(device)][static_cast<size_t>(dtype)];
-  }
+  // Empty where the device type has no kernel for the dtype.
+  const std::vector<KernelDef>& kernels(DeviceType device, DType dtype) const;
   // The dtypes for which a CPU reference kernel exists.
   std::vector<DType> reference_dtypes() const;
   // How many leading inputs a call with these attributes writes into: 0 without side effects.
