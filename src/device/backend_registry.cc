@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 
-#include <array>
-#include <mutex>
+#include <map>
 
 #include "nimbus/base/error.h"
 #include "nimbus/device/backend.h"
@@ -9,39 +8,40 @@
 namespace nimbus {
 
 namespace {
-std::array<std::unique_ptr<Backend>, kNumDeviceTypes>& registered_backends() {
-  static std::array<std::unique_ptr<Backend>, kNumDeviceTypes> backends;
+std::map<DeviceType, std::unique_ptr<Backend>>& registered_backends() {
+  static std::map<DeviceType, std::unique_ptr<Backend>> backends;
   return backends;
 }
 }  // namespace
 
 void register_backend(std::unique_ptr<Backend> backend) {
   NIMBUS_ASSERT(backend != nullptr) << "null backend";
-  auto& slot = registered_backends()[static_cast<int>(backend->type())];
-  NIMBUS_ASSERT(slot == nullptr) << "backend registered twice: " << device_type_name(backend->type());
+  auto& slot = registered_backends()[backend->type()];
+  NIMBUS_ASSERT(slot == nullptr) << "backend registered twice: " << backend->type().name();
   slot = std::move(backend);
 }
 
 bool has_backend(DeviceType type) {
-  const auto& slot = registered_backends()[static_cast<int>(type)];
-  return slot != nullptr && slot->device_count() > 0;
+  const auto found = registered_backends().find(type);
+  return found != registered_backends().end() && found->second->device_count() > 0;
 }
 
 Backend& backend(DeviceType type) {
-  auto& slot = registered_backends()[static_cast<int>(type)];
-  if (slot == nullptr) {
+  const auto found = registered_backends().find(type);
+  if (found == registered_backends().end()) {
     throw Unavailable(
-        fmt::format("no {} backend in this build of Nimbus", device_type_name(type)),
+        fmt::format("no {} backend in this build of Nimbus", type.name()),
         type == DeviceType::kCUDA ? "rebuild with -DNIMBUS_CUDA=ON on a machine with the CUDA toolkit" : "");
   }
-  if (slot->device_count() == 0) {
-    const std::string reason = slot->unavailable_reason();
+  Backend& registered = *found->second;
+  if (registered.device_count() == 0) {
+    const std::string reason = registered.unavailable_reason();
     throw Unavailable(
-        fmt::format("the {} backend found no devices on this machine{}", device_type_name(type),
+        fmt::format("the {} backend found no devices on this machine{}", type.name(),
                     reason.empty() ? "" : ": " + reason),
         type == DeviceType::kCUDA ? "check that the NVIDIA driver is installed (nvidia-smi lists the GPUs)" : "");
   }
-  return *slot;
+  return registered;
 }
 
 namespace {
@@ -49,7 +49,7 @@ Backend& checked_backend(Device device) {
   Backend& b = backend(device.type);
   if (device.index < 0 || device.index >= b.device_count()) {
     throw NotFound(fmt::format("device {} does not exist: this machine has {} {} device(s)", device.to_string(),
-                               b.device_count(), device_type_name(device.type)));
+                               b.device_count(), device.type.name()));
   }
   return b;
 }

@@ -18,6 +18,7 @@ const OpSchema& kAllReduce = define_op({
     .name = "all_reduce",
     .summary = "each input summed over the replicas in sync, one collective for all (identity outside a replica)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kKeepInputs,  // sums the replicas' float32 gradients as they are
     .num_inputs = 1,
     .variadic_inputs = true,
     .infer =
@@ -79,6 +80,7 @@ const OpSchema& kAllReduceStart = define_op({
     .summary = "hands its inputs (one gradient bucket) to the replica's communication thread to be summed over the "
                "replicas; returns the ticket all_reduce_wait takes (-1: nothing started)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kKeepInputs,  // the same, in two halves (overlap)
     .num_inputs = 1,
     .variadic_inputs = true,
     .infer =
@@ -94,6 +96,7 @@ const OpSchema& kAllReduceWait = define_op({
     .summary = "inputs 1.. summed over the replicas by the all-reduce that all_reduce_start (input 0, its ticket) "
                "started; the identity outside a replica",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kKeepInputs,
     .num_inputs = 2,
     .variadic_inputs = true,
     .infer =

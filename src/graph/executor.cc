@@ -14,6 +14,14 @@ namespace nimbus::graph {
 Executor::Executor(Graph graph, MemoryPlan plan, Device device)
     : graph_(std::move(graph)), plan_(std::move(plan)), device_(device) {
   kernels_.assign(graph_.nodes().size(), nullptr);
+  // An op the device has no kernel for fails here, before the first run, not in its middle.
+  for (const Node& node : graph_.nodes()) {
+    if (node.kind != NodeKind::kOp) continue;
+    std::vector<TensorSpec> inputs;
+    inputs.reserve(node.inputs.size());
+    for (const ValueRef& input : node.inputs) inputs.push_back(graph_.spec(input));
+    check_supported(*node.op, device_, inputs, node.outputs);
+  }
 }
 
 void Executor::allocate_arena() {

@@ -107,7 +107,7 @@ struct Signature {
     auto key = [](const Signature& s) {
       std::vector<std::tuple<int, std::vector<int64_t>>> k;
       for (const TensorSpec& spec : s.inputs) k.emplace_back(static_cast<int>(spec.dtype), spec.shape.to_vector());
-      return std::make_tuple(static_cast<int>(s.device.type), s.device.index, k);
+      return std::make_tuple(s.device.type.id(), s.device.index, k);
     };
     return key(*this) < key(other);
   }

@@ -31,6 +31,7 @@ const OpSchema& kAdamUpdate = define_op({
     .name = "adam_update",
     .summary = "Adam / AdamW update of count (weight, m, v) triples from their gradients, in place; no outputs",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kKeepInputs,  // writes into its weights and slots: casting them would write into copies
     .num_inputs = 6,
     .variadic_inputs = true,
     .infer =

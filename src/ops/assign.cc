@@ -15,6 +15,7 @@ const OpSchema& kAssign = define_op({
     .name = "assign",
     .summary = "target <- value, in place (variable updates); no outputs",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kKeepInputs,  // writes into input 0: casting it would write into a copy
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {

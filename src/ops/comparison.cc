@@ -31,21 +31,23 @@ bool register_comparison_reference(const char* op, F f) {
                               }});
 }
 
-OpSchema comparison_schema(const char* name, const char* summary) {
+OpSchema comparison_schema(const char* name, const char* summary, bool widen_16_bit) {
   return OpSchema{.name = name,
                   .summary = summary,
                   .kind = OpKind::kElementwise,
+                  .precision = PrecisionRule::kFollowInputs,
+                  .widen_16_bit = widen_16_bit,
                   .num_inputs = 2,
                   .infer = infer_comparison,
                   .differentiable = false};
 }
 
-const OpSchema& kEqual = define_op(comparison_schema("equal", "a == b (bool)"));
-const OpSchema& kNotEqual = define_op(comparison_schema("not_equal", "a != b (bool)"));
-const OpSchema& kLess = define_op(comparison_schema("less", "a < b (bool)"));
-const OpSchema& kLessEqual = define_op(comparison_schema("less_equal", "a <= b (bool)"));
-const OpSchema& kGreater = define_op(comparison_schema("greater", "a > b (bool)"));
-const OpSchema& kGreaterEqual = define_op(comparison_schema("greater_equal", "a >= b (bool)"));
+const OpSchema& kEqual = define_op(comparison_schema("equal", "a == b (bool)", /*widen_16_bit=*/true));
+const OpSchema& kNotEqual = define_op(comparison_schema("not_equal", "a != b (bool)", /*widen_16_bit=*/false));
+const OpSchema& kLess = define_op(comparison_schema("less", "a < b (bool)", /*widen_16_bit=*/true));
+const OpSchema& kLessEqual = define_op(comparison_schema("less_equal", "a <= b (bool)", /*widen_16_bit=*/true));
+const OpSchema& kGreater = define_op(comparison_schema("greater", "a > b (bool)", /*widen_16_bit=*/true));
+const OpSchema& kGreaterEqual = define_op(comparison_schema("greater_equal", "a >= b (bool)", /*widen_16_bit=*/true));
 
 const bool kComparisonReferences =
     register_comparison_reference("equal", [](auto a, auto b) { return a == b; }) &&
@@ -65,18 +67,21 @@ std::vector<TensorSpec> infer_logical_binary(const InferContext& ctx) {
 const OpSchema& kLogicalAnd = define_op({.name = "logical_and",
                                          .summary = "a && b on bool tensors",
                                          .kind = OpKind::kElementwise,
+                                         .precision = PrecisionRule::kFollowInputs,
                                          .num_inputs = 2,
                                          .infer = infer_logical_binary,
                                          .differentiable = false});
 const OpSchema& kLogicalOr = define_op({.name = "logical_or",
                                         .summary = "a || b on bool tensors",
                                         .kind = OpKind::kElementwise,
+                                        .precision = PrecisionRule::kFollowInputs,
                                         .num_inputs = 2,
                                         .infer = infer_logical_binary,
                                         .differentiable = false});
 const OpSchema& kLogicalNot = define_op({.name = "logical_not",
                                          .summary = "!x on a bool tensor",
                                          .kind = OpKind::kElementwise,
+                                         .precision = PrecisionRule::kFollowInputs,
                                          .num_inputs = 1,
                                          .infer =
                                              [](const InferContext& ctx) {
@@ -113,6 +118,7 @@ const OpSchema& kWhere = define_op({
     .name = "where",
     .summary = "cond ? a : b, all three broadcast",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 3,
     .infer =
         [](const InferContext& ctx) {

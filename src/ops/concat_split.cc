@@ -18,6 +18,7 @@ const OpSchema& kConcat = define_op({
     .name = "concat",
     .summary = "join tensors along an axis; every other dimension must match",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .variadic_inputs = true,
     .infer =
@@ -121,6 +122,7 @@ const OpSchema& kSplit = define_op({
     .name = "split",
     .summary = "cut a tensor into pieces of the given sizes along an axis (one size may be -1)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

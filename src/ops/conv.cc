@@ -39,6 +39,8 @@ const OpSchema& kConv2dBackwardInput = define_op({
     .name = "conv2d_backward_input",
     .summary = "the gradient of conv2d w.r.t. its input, from (grad_y, filter) and the input's shape",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kComputeDType,
+    .widen_16_bit = true,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {
@@ -55,6 +57,8 @@ const OpSchema& kConv2dBackwardFilter = define_op({
     .name = "conv2d_backward_filter",
     .summary = "the gradient of conv2d w.r.t. its filter, from (grad_y, x) and the filter's shape",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kComputeDType,
+    .widen_16_bit = true,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {
@@ -71,6 +75,8 @@ const OpSchema& kConv2d = define_op({
     .name = "conv2d",
     .summary = "2-D convolution (cross-correlation) with strides, same/valid padding, dilations and groups",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kComputeDType,
+    .widen_16_bit = true,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {

@@ -38,6 +38,7 @@ const OpSchema& kSparse = define_op({
     .name = "sparse_softmax_cross_entropy",
     .summary = "-log softmax(logits)[label] per example; labels are class ids",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {
@@ -91,6 +92,7 @@ const OpSchema& kDense = define_op({
     .name = "softmax_cross_entropy",
     .summary = "-sum(labels * log softmax(logits)) per example; labels are probabilities",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {

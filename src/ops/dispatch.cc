@@ -46,12 +46,46 @@ void check_inputs(const OpSchema& op, std::span<const Tensor> inputs, Device& de
   }
 }
 
-DType dispatch_dtype(const OpSchema& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
-  if (op.dispatch_input < 0 || inputs.empty()) return outputs[0].dtype();
-  return inputs[static_cast<size_t>(op.dispatch_input)].dtype();
+DType dtype_of(const Tensor& tensor) { return tensor.dtype(); }
+DType dtype_of(const TensorSpec& spec) { return spec.dtype; }
+
+// The dtype that selects the kernel list: the dispatch input's, or output 0's (ops without inputs).
+template <typename Value>
+DType dispatch_dtype(const OpSchema& op, std::span<const Value> inputs, std::span<const Value> outputs) {
+  if (op.dispatch_input < 0 || inputs.empty()) return dtype_of(outputs[0]);
+  return dtype_of(inputs[static_cast<size_t>(op.dispatch_input)]);
+}
+
+Unimplemented no_kernel(const OpSchema& op, Device device, DType dtype) {
+  std::vector<std::string> available;
+  for (DType d : kAllDTypes) {
+    if (!op.kernels(device.type, d).empty()) available.emplace_back(dtype_name(d));
+  }
+  const std::string_view backend_name = device.type.name();
+  const std::string has = available.empty() ? fmt::format("the {} backend has no kernel for {}", backend_name, op.name)
+                                            : fmt::format("the {} backend has {} kernels for {}", backend_name, op.name,
+                                                          fmt::join(available, ", "));
+  const std::string remedy = device.is_cpu()
+                                 ? "cast the inputs to one of those dtypes"
+                                 : fmt::format(
+                                       "run on cpu, whose reference kernels cover every op, or register a {} kernel "
+                                       "for {} (docs/architecture.md, \"How to add a backend\")",
+                                       backend_name, op.name);
+  return Unimplemented(fmt::format("{}: no kernel for dtype {} on {}", op.name, dtype_name(dtype), device.to_string()),
+                       fmt::format("{}: {}", has, remedy));
 }
 
 }  // namespace
+
+bool supports(const OpSchema& op, DeviceType device, std::span<const TensorSpec> inputs,
+              std::span<const TensorSpec> outputs) {
+  return !op.kernels(device, dispatch_dtype(op, inputs, outputs)).empty();
+}
+
+void check_supported(const OpSchema& op, Device device, std::span<const TensorSpec> inputs,
+                     std::span<const TensorSpec> outputs) {
+  if (!supports(op, device.type, inputs, outputs)) throw no_kernel(op, device, dispatch_dtype(op, inputs, outputs));
+}
 
 std::vector<TensorSpec> infer_outputs(const OpSchema& op, std::span<const TensorSpec> inputs, const Attrs& attrs) {
   InferContext context{op, inputs, attrs};
@@ -61,19 +95,15 @@ std::vector<TensorSpec> infer_outputs(const OpSchema& op, std::span<const Tensor
 const KernelDef& select_kernel(const KernelContext& context) {
   const OpSchema& op = context.op;
   const Device device = context.stream.device();
-  const DType dtype = dispatch_dtype(op, context.inputs, context.outputs);
+  const DType dtype =
+      dispatch_dtype(op, std::span<const Tensor>(context.inputs), std::span<const Tensor>(context.outputs));
   const auto& kernels = op.kernels(device.type, dtype);
   const bool reference_only = state().reference_only;
   for (const KernelDef& kernel : kernels) {
     if (reference_only && kernel.name != kReferenceKernel) continue;
     if (kernel.supports == nullptr || kernel.supports(context)) return kernel;
   }
-  std::vector<std::string> available;
-  for (DType d : kAllDTypes) {
-    if (!op.kernels(device.type, d).empty()) available.emplace_back(dtype_name(d));
-  }
-  throw Unimplemented(fmt::format("{}: no kernel for dtype {} on {}", op.name, dtype_name(dtype), device.to_string()),
-                      available.empty() ? "" : fmt::format("supported dtypes there: {}", fmt::join(available, ", ")));
+  throw no_kernel(op, device, dtype);
 }
 
 void run_kernel(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> inputs, std::span<Tensor> outputs) {

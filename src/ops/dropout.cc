@@ -24,6 +24,7 @@ const OpSchema& kDropoutMask = define_op({
     .name = "dropout_mask",
     .summary = "0 with probability rate, else 1 / (1 - rate), from Philox stream (seed, offset)",
     .kind = OpKind::kRandom,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 0,
     .infer =
         [](const InferContext& ctx) {

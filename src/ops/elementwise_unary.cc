@@ -21,11 +21,13 @@ InferFn unary_on(std::span<const DType> dtypes) {
 }
 
 // A floating unary op whose gradient is g * derivative(x, y).
-OpSchema floating_unary(const char* name, const char* summary,
+OpSchema floating_unary(const char* name, const char* summary, PrecisionRule precision, bool widen_16_bit,
                         const std::function<Tensor(const Tensor& x, const Tensor& y)>& derivative) {
   return OpSchema{.name = name,
                   .summary = summary,
                   .kind = OpKind::kElementwise,
+                  .precision = precision,
+                  .widen_16_bit = widen_16_bit,
                   .num_inputs = 1,
                   .infer = unary_on(kFloatingDTypes),
                   .gradient = [derivative](const GradContext& ctx) {
@@ -37,26 +39,32 @@ const OpSchema& kNeg = define_op({
     .name = "neg",
     .summary = "-x",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
+    .widen_16_bit = true,
     .num_inputs = 1,
     .infer = unary_on(kSignedDTypes),
     .gradient = [](const GradContext& ctx) { return std::vector<Tensor>{neg(ctx.grad_output(0))}; },
 });
 const bool kNegReference = register_unary_reference("neg", kSignedDTypes, [](auto x) { return -x; });
 
-const OpSchema& kExp = define_op(floating_unary("exp", "e^x", [](const Tensor&, const Tensor& y) { return y; }));
+const OpSchema& kExp = define_op(floating_unary("exp", "e^x", PrecisionRule::kFloat32, /*widen_16_bit=*/false,
+                                                [](const Tensor&, const Tensor& y) { return y; }));
 const bool kExpReference = register_unary_reference("exp", kFloatingDTypes, [](auto x) { return std::exp(x); });
 
-const OpSchema& kLog = define_op(
-    floating_unary("log", "natural logarithm", [](const Tensor& x, const Tensor&) { return div(ones_like(x), x); }));
+const OpSchema& kLog =
+    define_op(floating_unary("log", "natural logarithm", PrecisionRule::kFloat32, /*widen_16_bit=*/false,
+                             [](const Tensor& x, const Tensor&) { return div(ones_like(x), x); }));
 const bool kLogReference = register_unary_reference("log", kFloatingDTypes, [](auto x) { return std::log(x); });
 
-const OpSchema& kSqrt = define_op(
-    floating_unary("sqrt", "square root", [](const Tensor&, const Tensor& y) { return div(scalar_like(y, 0.5), y); }));
+const OpSchema& kSqrt =
+    define_op(floating_unary("sqrt", "square root", PrecisionRule::kFollowInputs, /*widen_16_bit=*/true,
+                             [](const Tensor&, const Tensor& y) { return div(scalar_like(y, 0.5), y); }));
 const bool kSqrtReference = register_unary_reference("sqrt", kFloatingDTypes, [](auto x) { return std::sqrt(x); });
 
 // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y / x
-const OpSchema& kRsqrt = define_op(floating_unary(
-    "rsqrt", "1 / sqrt(x)", [](const Tensor& x, const Tensor& y) { return mul(scalar_like(y, -0.5), div(y, x)); }));
+const OpSchema& kRsqrt =
+    define_op(floating_unary("rsqrt", "1 / sqrt(x)", PrecisionRule::kFloat32, /*widen_16_bit=*/false,
+                             [](const Tensor& x, const Tensor& y) { return mul(scalar_like(y, -0.5), div(y, x)); }));
 const bool kRsqrtReference =
     register_unary_reference("rsqrt", kFloatingDTypes, [](auto x) { return decltype(x)(1) / std::sqrt(x); });
 
@@ -64,6 +72,8 @@ const OpSchema& kAbs = define_op({
     .name = "abs",
     .summary = "|x|",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
+    .widen_16_bit = true,
     .num_inputs = 1,
     .infer = unary_on(kSignedDTypes),
     .gradient =
@@ -76,6 +86,7 @@ const OpSchema& kSign = define_op({
     .name = "sign",
     .summary = "-1, 0 or 1 (gradient zero)",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer = unary_on(kSignedDTypes),
     .gradient = [](const GradContext& ctx) { return std::vector<Tensor>{zeros_like(ctx.inputs[0])}; },
@@ -89,6 +100,8 @@ const OpSchema& kSquare = define_op({
     .name = "square",
     .summary = "x * x",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
+    .widen_16_bit = true,
     .num_inputs = 1,
     .infer = unary_on(kSignedDTypes),
     .gradient =
@@ -98,23 +111,27 @@ const OpSchema& kSquare = define_op({
 });
 const bool kSquareReference = register_unary_reference("square", kSignedDTypes, [](auto x) { return x * x; });
 
-const OpSchema& kSin = define_op(floating_unary("sin", "sine", [](const Tensor& x, const Tensor&) { return cos(x); }));
+const OpSchema& kSin = define_op(floating_unary("sin", "sine", PrecisionRule::kFollowInputs, /*widen_16_bit=*/false,
+                                                [](const Tensor& x, const Tensor&) { return cos(x); }));
 const bool kSinReference = register_unary_reference("sin", kFloatingDTypes, [](auto x) { return std::sin(x); });
 
-const OpSchema& kCos =
-    define_op(floating_unary("cos", "cosine", [](const Tensor& x, const Tensor&) { return neg(sin(x)); }));
+const OpSchema& kCos = define_op(floating_unary("cos", "cosine", PrecisionRule::kFollowInputs, /*widen_16_bit=*/false,
+                                                [](const Tensor& x, const Tensor&) { return neg(sin(x)); }));
 const bool kCosReference = register_unary_reference("cos", kFloatingDTypes, [](auto x) { return std::cos(x); });
 
 // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
-const OpSchema& kErf = define_op(floating_unary("erf", "the error function", [](const Tensor& x, const Tensor&) {
-  return mul(scalar_like(x, 2.0 / std::sqrt(std::numbers::pi)), exp(neg(square(x))));
-}));
+const OpSchema& kErf =
+    define_op(floating_unary("erf", "the error function", PrecisionRule::kFollowInputs, /*widen_16_bit=*/false,
+                             [](const Tensor& x, const Tensor&) {
+                               return mul(scalar_like(x, 2.0 / std::sqrt(std::numbers::pi)), exp(neg(square(x))));
+                             }));
 const bool kErfReference = register_unary_reference("erf", kFloatingDTypes, [](auto x) { return std::erf(x); });
 
 const OpSchema& kIsFinite = define_op({
     .name = "isfinite",
     .summary = "true where x is neither inf nor NaN",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {
@@ -140,6 +157,7 @@ const OpSchema& kClip = define_op({
     .name = "clip",
     .summary = "min(max(x, low), high)",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

@@ -20,6 +20,8 @@ const OpSchema& kFusedConv2d = define_op({
     .name = "fused_conv2d",
     .summary = "activation(conv2d(x, filter) + bias) for channels-last data in one kernel; built by graph fusion",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kComputeDType,
+    .widen_16_bit = true,
     .num_inputs = 3,
     .infer =
         [](const InferContext& ctx) {

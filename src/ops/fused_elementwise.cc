@@ -36,6 +36,7 @@ const OpSchema& kFusedElementwise = define_op({
     .name = "fused_elementwise",
     .summary = "a chain of elementwise ops (an expression program) in one pass; built by graph fusion",
     .kind = OpKind::kElementwise,
+    .precision = PrecisionRule::kKeepInputs,  // built by fusion from ops whose casts are already in the graph
     .num_inputs = 1,
     .variadic_inputs = true,
     .infer =

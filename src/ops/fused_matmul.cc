@@ -18,6 +18,8 @@ const OpSchema& kFusedMatmul = define_op({
     .name = "fused_matmul",
     .summary = "activation(op(a) @ op(b) + bias) in one kernel; built by graph fusion",
     .kind = OpKind::kLinalg,
+    .precision = PrecisionRule::kComputeDType,
+    .widen_16_bit = true,
     .num_inputs = 3,
     .infer =
         [](const InferContext& ctx) {

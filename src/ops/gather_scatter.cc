@@ -35,6 +35,7 @@ const OpSchema& kGather = define_op({
     .name = "gather",
     .summary = "entries of params along an axis picked by integer indices (embedding lookup)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {
@@ -80,6 +81,7 @@ const OpSchema& kScatterAdd = define_op({
     .name = "scatter_add",
     .summary = "zeros of `shape` with updates summed in at the indexed entries along an axis (gather's gradient)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFloat32,  // accumulates (embedding gradients)
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {

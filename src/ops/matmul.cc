@@ -18,6 +18,8 @@ const OpSchema& kMatmul = define_op({
     .name = "matmul",
     .summary = "op(a) @ op(b) with op = transpose when asked; batch axes broadcast",
     .kind = OpKind::kLinalg,
+    .precision = PrecisionRule::kComputeDType,  // batched too: matmul takes leading batch axes
+    .widen_16_bit = true,
     .num_inputs = 2,
     .infer =
         [](const InferContext& ctx) {

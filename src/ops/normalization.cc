@@ -95,6 +95,7 @@ const OpSchema& kBatchNormBackward = define_op({
     .name = "batch_norm_backward",
     .summary = "gradients (x, gamma, beta) of batch_norm_training from (grad_y, x, gamma, mean, variance)",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,  // normalization statistics
     .num_inputs = 5,
     .infer =
         [](const InferContext& ctx) {
@@ -159,6 +160,7 @@ const OpSchema& kBatchNormTraining = define_op({
     .summary =
         "(x - batch mean) / sqrt(batch variance + eps) * gamma + beta; also returns the mean and biased variance",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
     .num_inputs = 3,
     .infer =
         [](const InferContext& ctx) {
@@ -231,6 +233,7 @@ const OpSchema& kBatchNormInference = define_op({
     .name = "batch_norm_inference",
     .summary = "(x - mean) / sqrt(variance + eps) * gamma + beta with given (moving) statistics",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
     .num_inputs = 5,
     .infer =
         [](const InferContext& ctx) {
@@ -327,6 +330,7 @@ const OpSchema& kLayerNormBackward = define_op({
     .name = "layer_norm_backward",
     .summary = "gradients (x, gamma, beta) of layer_norm from (grad_y, x, gamma, mean, rstd)",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
     .num_inputs = 5,
     .infer =
         [](const InferContext& ctx) {
@@ -390,6 +394,7 @@ const OpSchema& kLayerNorm = define_op({
     .name = "layer_norm",
     .summary = "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis; also returns mean and rstd per row",
     .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,  // normalization statistics
     .num_inputs = 3,
     .infer =
         [](const InferContext& ctx) {

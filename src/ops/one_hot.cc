@@ -12,6 +12,7 @@ const OpSchema& kOneHot = define_op({
     .name = "one_hot",
     .summary = "(...) class ids -> (..., depth) with on at the id, off elsewhere; out-of-range ids give all off",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

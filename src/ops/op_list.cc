@@ -2,7 +2,6 @@
 
 #include <set>
 
-#include "nimbus/ops/precision.h"
 #include "nimbus/ops/registry.h"
 
 namespace nimbus {
@@ -37,11 +36,10 @@ std::string op_list_markdown() {
       }
     }
     std::stable_partition(kernels.begin(), kernels.end(), [](const std::string& k) { return k != kReferenceKernel; });
-    const std::optional<PrecisionRule> rule = precision_rule(op->name);
     out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", op->name, op_kind_name(op->kind),
                        escape_cell(op->summary), fmt::join(dtypes, ", "),
-                       op->differentiable ? "yes" : "not differentiable", rule ? precision_rule_name(*rule) : "none",
-                       fmt::join(kernels, ", "));
+                       op->differentiable ? "yes" : "not differentiable",
+                       op->precision ? precision_rule_name(*op->precision) : "none", fmt::join(kernels, ", "));
   }
   return out;
 }

@@ -65,6 +65,12 @@ Tensor GradContext::grad_output(int i) const {
   return zeros_like(outputs[static_cast<size_t>(i)]);
 }
 
+const std::vector<KernelDef>& OpSchema::kernels(DeviceType device, DType dtype) const {
+  static const std::vector<KernelDef> kNone;
+  if (device.id() >= kernel_table.size()) return kNone;
+  return kernel_table[device.id()][static_cast<size_t>(dtype)];
+}
+
 std::vector<DType> OpSchema::reference_dtypes() const {
   std::vector<DType> result;
   for (DType dtype : kAllDTypes) {

@@ -26,14 +26,26 @@ const OpSchema& OpRegistry::define(OpSchema schema) {
   schema.kernel_table = std::move(entry.schema->kernel_table);
   *entry.schema = std::move(schema);
   entry.defined = true;
+  for (const KernelForOps& rule : kernels_for_ops_) {
+    if (rule.serves(*entry.schema)) add_kernel(entry.schema->name, rule.kernel);
+  }
   return *entry.schema;
+}
+
+void OpRegistry::add_kernel_to_ops(std::function<bool(const OpSchema&)> serves, const KernelDef& kernel) {
+  for (const OpSchema* op : ops()) {
+    if (serves(*op)) add_kernel(op->name, kernel);
+  }
+  kernels_for_ops_.push_back({std::move(serves), kernel});
 }
 
 void OpRegistry::add_kernel(std::string_view op_name, const KernelDef& kernel) {
   NIMBUS_ASSERT(kernel.fn != nullptr) << "kernel '" << kernel.name << "' of op '" << op_name << "' has no function";
   auto it = entries_.find(op_name);
   if (it == entries_.end()) it = entries_.emplace(std::string(op_name), Entry{}).first;
-  auto& table = it->second.schema->kernel_table[static_cast<size_t>(kernel.device)];
+  auto& tables = it->second.schema->kernel_table;
+  if (tables.size() <= kernel.device.id()) tables.resize(kernel.device.id() + 1);
+  auto& table = tables[kernel.device.id()];
   for (DType dtype : kernel.dtypes) {
     auto& list = table[static_cast<size_t>(dtype)];
     for (const KernelDef& existing : list) {

@@ -14,6 +14,7 @@ const OpSchema& kReshape = define_op({
     .name = "reshape",
     .summary = "same elements, new shape (a view)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

@@ -28,6 +28,7 @@ const OpSchema& kSlice = define_op({
     .name = "slice",
     .summary = "the box starting at begin with extent size per axis (size -1: to the end)",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {
@@ -107,6 +108,7 @@ const OpSchema& kPad = define_op({
     .name = "pad",
     .summary = "surround with `value`: paddings (before, after) per axis",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

@@ -28,6 +28,7 @@ const OpSchema& kTopK = define_op({
     .name = "top_k",
     .summary = "the k largest values along the last axis, descending (ties: lower index first), and their i64 indices",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

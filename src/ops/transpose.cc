@@ -22,6 +22,7 @@ const OpSchema& kTranspose = define_op({
     .name = "transpose",
     .summary = "permute axes: output axis i is input axis perm[i]",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {
@@ -70,6 +71,7 @@ const OpSchema& kBroadcastTo = define_op({
     .name = "broadcast_to",
     .summary = "repeat size-1 and missing leading axes to a shape",
     .kind = OpKind::kShape,
+    .precision = PrecisionRule::kFollowInputs,
     .num_inputs = 1,
     .infer =
         [](const InferContext& ctx) {

@@ -1,5 +1,6 @@
 // The registry walk: adding an op without its reference kernel, its gradient
-// rule (or an explicit "not differentiable") and its test cases fails here.
+// rule (or an explicit "not differentiable"), its precision rule and its test
+// cases fails here.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -23,6 +24,8 @@ TEST(OpRegistry, EveryOpHasReferenceKernelGradientRuleAndTests) {
     EXPECT_FALSE(op->reference_dtypes().empty()) << op->name << " has no CPU reference kernel";
     EXPECT_TRUE(op->differentiable ? op->gradient != nullptr : op->gradient == nullptr)
         << op->name << " must have a gradient rule or be marked not differentiable";
+    EXPECT_TRUE(op->precision.has_value())
+        << op->name << " has no precision rule: set .precision in its define_op (ops/precision_rule.h)";
     EXPECT_TRUE(with_cases.count(op->name)) << op->name << " has no test case in tests/core/cases_*.cc";
     EXPECT_FALSE(op->summary.empty()) << op->name << " has no summary for docs/ops.md";
   }

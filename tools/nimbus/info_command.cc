@@ -14,7 +14,7 @@ Command add_info_command(CLI::App& app) {
         try {
           backend(type);
         } catch (const Unavailable& missing) {  // no backend in this build, or no driver or device
-          std::cout << device_type_name(type) << ": not available: " << missing.message() << "\n";
+          std::cout << type.name() << ": not available: " << missing.message() << "\n";
         }
         continue;
       }

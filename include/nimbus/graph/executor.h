@@ -19,6 +19,7 @@ namespace nimbus::graph {
 
 class Executor {
  public:
+  // Throws Unimplemented when `device` has no kernel for a node's op and dtypes (check_supported).
   Executor(Graph graph, MemoryPlan plan, Device device);
 
   // Arguments must match the graph's argument specs (the caller checks).

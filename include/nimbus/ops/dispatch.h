@@ -33,6 +33,16 @@ void run_kernel(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> 
 // The kernel run_kernel would pick; throws Unimplemented when none exists.
 const KernelDef& select_kernel(const KernelContext& context);
 
+// Whether `device` has kernels for op called on these dtypes (inputs' and outputs' as inferred): the
+// registry holds a kernel list per (device type, dtype of the dispatch input, or of output 0 for ops
+// without inputs). A kernel in the list may still refuse a call by layout or rank when it runs.
+bool supports(const OpSchema& op, DeviceType device, std::span<const TensorSpec> inputs,
+              std::span<const TensorSpec> outputs);
+// Throws Unimplemented, naming the op, the dtype, the device and what to do, where `supports` is false
+// (graph::Executor checks every node so, before a traced step first runs).
+void check_supported(const OpSchema& op, Device device, std::span<const TensorSpec> inputs,
+                     std::span<const TensorSpec> outputs);
+
 // While alive, dispatch on this thread uses only reference kernels (the test oracle).
 class ReferenceKernelsScope {
  public:

@@ -1,7 +1,7 @@
 // OpSchema: everything Nimbus knows about one op, defined in one place
 // (src/ops/<family>.cc): its inputs, how output shapes and dtypes follow from
 // the inputs and attributes, its gradient written in terms of other ops (or an
-// explicit "not differentiable"), and its kernels, keyed by (device, dtype)
+// explicit "not differentiable"), its mixed-precision rule, and its kernels, keyed by (device, dtype)
 // and tried in priority order down to the plain reference kernel.
 //
 // See docs/architecture.md, "How to add an op".
@@ -9,6 +9,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "nimbus/device/device.h"
 #include "nimbus/device/stream.h"
 #include "nimbus/ops/attrs.h"
+#include "nimbus/ops/precision_rule.h"
 #include "nimbus/tensor/tensor.h"
 
 namespace nimbus {
@@ -102,6 +104,12 @@ struct OpSchema {
   std::string name;
   std::string summary = {};  // one line for the op list in docs/ops.md
   OpKind kind = OpKind::kElementwise;
+  // How autocast casts the inputs under mixed precision (ops/precision.h). Every op states one
+  // (OpRegistry.EveryOpHasReferenceKernelGradientRuleAndTests checks).
+  std::optional<PrecisionRule> precision = std::nullopt;
+  // On a CPU without native 16-bit arithmetic, f16 / bf16 calls widen to f32 and run the best
+  // f32 kernel (src/device/cpu/widened_kernels.cc): set where that beats the reference kernel.
+  bool widen_16_bit = false;
   int num_inputs = 0;  // with variadic_inputs: the minimum
   bool variadic_inputs = false;
   InferFn infer = nullptr;
@@ -119,12 +127,11 @@ struct OpSchema {
   // (adam_update: the weights and both slots of every tensor). Null: input 0 only (assign).
   std::function<size_t(const Attrs&)> written_inputs_of = nullptr;
 
-  // Filled by the registry: kernels per (device, dtype of the dispatch input), highest priority first.
-  std::array<std::array<std::vector<KernelDef>, kNumDTypes>, kNumDeviceTypes> kernel_table{};
+  // Filled by the registry: kernels per (device type id, dtype of the dispatch input), highest priority first.
+  std::vector<std::array<std::vector<KernelDef>, kNumDTypes>> kernel_table{};
 
-  const std::vector<KernelDef>& kernels(DeviceType device, DType dtype) const {
-    return kernel_table[static_cast<size_t>(device)][static_cast<size_t>(dtype)];
-  }
+  // Empty where the device type has no kernel for the dtype.
+  const std::vector<KernelDef>& kernels(DeviceType device, DType dtype) const;
   // The dtypes for which a CPU reference kernel exists.
   std::vector<DType> reference_dtypes() const;
   // How many leading inputs a call with these attributes writes into: 0 without side effects.

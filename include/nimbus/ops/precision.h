@@ -7,38 +7,19 @@
 //     Tensor p = softmax(y, -1);             // float32: y cast to f32, p is f32
 //     Tensor z = add(y, bias_f32);           // follows its inputs: they differ, so both become f16
 //   }
-//   precision_rule("matmul");                // PrecisionRule::kComputeDType
 //
-// One table (src/ops/precision.cc) gives every op its rule; a test walks the
-// op registry and fails if an op has none. The rules apply in call_op while
-// an AutocastScope is alive, so eager calls and traced graphs (which record
-// the casts as nodes) get the same casts.
+// Each op states its rule in its schema (OpSchema::precision, in
+// src/ops/<family>.cc); a test walks the op registry and fails if an op has
+// none. The rules apply in call_op while an AutocastScope is alive, so eager
+// calls and traced graphs (which record the casts as nodes) get the same casts.
 #pragma once
 
-#include <optional>
 #include <span>
-#include <string_view>
 #include <vector>
 
 #include "nimbus/ops/op_schema.h"
 
 namespace nimbus {
-
-enum class PrecisionRule {
-  // Runs in the compute dtype (f16 / bf16): matmul and convolutions, the Tensor Core work.
-  kComputeDType,
-  // Runs in f32 whatever its inputs: softmax, cross-entropy, exp / log / pow, sums, means,
-  // variances and normalization statistics, where f16's range or precision loses the result.
-  kFloat32,
-  // Computes in its inputs' dtype; inputs of different floating dtypes are cast to the compute dtype.
-  kFollowInputs,
-  // Never casts: the op writes into its input (assign) or its dtype is the point (cast).
-  kKeepInputs,
-};
-
-std::string_view precision_rule_name(PrecisionRule rule);
-// The rule of an op in the table, or nullopt for an op the table lacks (a test keeps that from happening).
-std::optional<PrecisionRule> precision_rule(std::string_view op_name);
 
 // While alive, op calls on this thread follow the precision rules with `compute_dtype`
 // (f16 or bf16; f32 turns autocast off inside an outer scope). Scopes nest.

@@ -10,6 +10,7 @@
 //   OpRegistry::global().ops();        // every op, sorted by name (the registry walk test uses this)
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,9 @@ class OpRegistry {
   // Adds a kernel to an op; the op may be defined before or after (static
   // initialization order across files is unspecified).
   void add_kernel(std::string_view op_name, const KernelDef& kernel);
+  // Adds a kernel to every op, defined before or after, whose schema `serves` accepts: a kernel
+  // chosen by a fact in the schema (the CPU's widened kernel serves the ops with widen_16_bit).
+  void add_kernel_to_ops(std::function<bool(const OpSchema&)> serves, const KernelDef& kernel);
 
   const OpSchema* find(std::string_view name) const;
   const OpSchema& get(std::string_view name) const;
@@ -42,7 +46,12 @@ class OpRegistry {
     std::unique_ptr<OpSchema> schema = std::make_unique<OpSchema>();
     bool defined = false;
   };
+  struct KernelForOps {
+    std::function<bool(const OpSchema&)> serves;
+    KernelDef kernel;
+  };
   std::map<std::string, Entry, std::less<>> entries_;
+  std::vector<KernelForOps> kernels_for_ops_;
 };
 
 // The op list of docs/ops.md: a Markdown table of every op with its kind,
@@ -52,6 +61,10 @@ std::string op_list_markdown();
 inline const OpSchema& define_op(OpSchema schema) { return OpRegistry::global().define(std::move(schema)); }
 inline bool register_kernel(std::string_view op_name, const KernelDef& kernel) {
   OpRegistry::global().add_kernel(op_name, kernel);
+  return true;
+}
+inline bool register_kernel_for_ops(std::function<bool(const OpSchema&)> serves, const KernelDef& kernel) {
+  OpRegistry::global().add_kernel_to_ops(std::move(serves), kernel);
   return true;
 }
 

@@ -1,13 +1,12 @@
-// f16 and bf16 on a CPU without native 16-bit arithmetic: the listed ops
-// widen their 16-bit inputs to f32 (the vectorized F16C / bf16 casts), run
-// their best f32 kernel (oneDNN, vectorized) and round the results back to the
-// output's dtype, once. Above the reference kernels (which convert element by
+// f16 and bf16 on a CPU without native 16-bit arithmetic: the ops whose
+// schema sets widen_16_bit widen their 16-bit inputs to f32 (the vectorized
+// F16C / bf16 casts), run their best f32 kernel (oneDNN, vectorized) and round
+// the results back to the output's dtype, once. Above the reference kernels (which convert element by
 // element) and below any native 16-bit kernel a backend registers.
 //   ops: matmul, convolutions and their gradients, pooling, the elementwise
-//        arithmetic and activations of a layer, comparisons, sums and maxima.
+//        arithmetic and activations of a layer, comparisons, sums and maxima
+//        (each family file in src/ops/ says which).
 // The f32 temporaries are workspace that lives only for the call.
-#include <array>
-#include <string_view>
 #include <vector>
 
 #include "nimbus/ops/dispatch.h"
@@ -52,53 +51,12 @@ void run_widened(KernelContext& ctx) {
   }
 }
 
-constexpr std::string_view kWidenedOps[] = {
-    "matmul",
-    "fused_matmul",
-    "conv2d",
-    "conv2d_backward_filter",
-    "conv2d_backward_input",
-    "fused_conv2d",
-    "max_pool2d",
-    "avg_pool2d",
-    "max_pool2d_backward",
-    "avg_pool2d_backward",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "maximum",
-    "minimum",
-    "neg",
-    "abs",
-    "square",
-    "sqrt",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "gelu",
-    "gelu_backward",
-    "greater",
-    "greater_equal",
-    "less",
-    "less_equal",
-    "equal",
-    "sum",
-    "mean",
-    "reduce_max",
-    "reduce_min",
-};
-
-const bool kRegistered = [] {
-  for (std::string_view op : kWidenedOps) {
-    register_kernel(op, {.name = "widened_f32",
-                         .device = DeviceType::kCPU,
-                         .dtypes = {DType::kF16, DType::kBF16},
-                         .priority = 25,
-                         .fn = run_widened});
-  }
-  return true;
-}();
+const bool kRegistered =
+    register_kernel_for_ops([](const OpSchema& op) { return op.widen_16_bit; }, {.name = "widened_f32",
+                                                                                 .device = DeviceType::kCPU,
+                                                                                 .dtypes = {DType::kF16, DType::kBF16},
+                                                                                 .priority = 25,
+                                                                                 .fn = run_widened});
 
 }  // namespace
 }  // namespace nimbus::cpu
