@@ -9,6 +9,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
@@ -20,29 +21,14 @@
 namespace nimbus::nn {
 
 Tensor apply_activation(const std::string& activation, const Tensor& x) {
-  if (activation == "linear" || activation.empty()) return x;
-  if (activation == "relu") return relu(x);
-  if (activation == "sigmoid") return sigmoid(x);
-  if (activation == "tanh") return tanh(x);
-  if (activation == "softmax") return softmax(x, -1);
-  if (activation == "log_softmax") return log_softmax(x, -1);
-  if (activation == "gelu") return gelu(x, "none");
-  if (activation == "softplus") return softplus(x);
-  if (activation == "silu" || activation == "swish") return x * sigmoid(x);
-  throw InvalidArgument(fmt::format("unknown activation '{}'", activation),
-                        "use one of linear, relu, sigmoid, tanh, softmax, log_softmax, gelu, softplus, silu");
+  return nimbus::apply_activation(activation_from_keras_name(activation), x);
 }
 
 namespace internal {
 
 void check_activation(const std::string& activation) {
   // Validates the name at construction, long before the first batch.
-  static const char* known[] = {"",     "linear",   "relu", "sigmoid", "tanh", "softmax", "log_softmax",
-                                "gelu", "softplus", "silu", "swish"};
-  for (const char* name : known) {
-    if (activation == name) return;
-  }
-  (void)apply_activation(activation, Tensor());
+  (void)activation_from_keras_name(activation);
 }
 
 std::string name_or(const std::string& name, const char* prefix) {

@@ -3,11 +3,11 @@
 // kernel (oneDNN's matmul with a bias and an eltwise post-op).
 #include <fmt/format.h>
 
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/activation_by_name.h"
 #include "src/ops/internal/elementwise_defs.h"
 #include "src/ops/internal/matmul_geometry.h"
 
@@ -31,7 +31,7 @@ const OpSchema& kFusedMatmul = define_op({
             ctx.fail(fmt::format("the bias has shape {}, the product's rows have {} elements: expected [{}]",
                                  bias.to_string(), geometry.n, geometry.n));
           }
-          internal::check_fusable_activation(ctx);
+          check_fused_activation(ctx);
           return std::vector<TensorSpec>{{geometry.output_shape, ctx.inputs[0].dtype}};
         },
     .differentiable = false,
@@ -44,7 +44,7 @@ const bool kFusedMatmulReference = register_kernel(
        ReferenceKernelsScope reference;
        const Tensor product =
            matmul(ctx.inputs[0], ctx.inputs[1], ctx.attrs.get_bool("transpose_a"), ctx.attrs.get_bool("transpose_b"));
-       ctx.outputs[0].copy_from(internal::activate(product + ctx.inputs[2], ctx.attrs.get_string("activation")));
+       ctx.outputs[0].copy_from(apply_activation(fused_activation_of(ctx.attrs), product + ctx.inputs[2]));
      }});
 
 }  // namespace

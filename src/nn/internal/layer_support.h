@@ -12,7 +12,7 @@
 
 namespace nimbus::nn::internal {
 
-// Throws InvalidArgument for an activation name apply_activation does not know.
+// Throws InvalidArgument for an activation name Keras's vocabulary lacks (activation_table.h).
 void check_activation(const std::string& activation);
 // `name`, or a fresh one from `prefix` when empty.
 std::string name_or(const std::string& name, const char* prefix);
