@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "nimbus/base/size_units.h"
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/fused_elementwise.h"
 #include "nimbus/ops/op_profile.h"
 
@@ -36,13 +37,13 @@ double op_flops(const Graph& graph, const Node& node) {
     const bool transposed = node.attrs.has("transpose_a") && node.attrs.get_bool("transpose_a");
     const int64_t k = a[transposed ? a.rank() - 2 : a.rank() - 1];
     // fused_matmul adds one operation per element for the bias and one for an activation.
-    const int64_t epilogue = name == "matmul" ? 0 : (node.attrs.get_string("activation") == "none" ? 1 : 2);
+    const int64_t epilogue = name == "matmul" ? 0 : (fused_activation_of(node.attrs) == Activation::kLinear ? 1 : 2);
     return static_cast<double>(output.numel()) * static_cast<double>(2 * k + epilogue);
   }
   if (name == "conv2d") return convolution_flops(output, input(1));
   if (name == "fused_conv2d") {
     // The convolution plus its bias and, when there is one, its activation per output element.
-    const int64_t epilogue = node.attrs.get_string("activation") == "none" ? 1 : 2;
+    const int64_t epilogue = fused_activation_of(node.attrs) == Activation::kLinear ? 1 : 2;
     return convolution_flops(output, input(1)) + static_cast<double>(output.numel() * epilogue);
   }
   if (name == "conv2d_backward_input") return convolution_flops(input(0), input(1));

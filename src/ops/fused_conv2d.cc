@@ -4,12 +4,12 @@
 // convolution with a bias and an eltwise post-op).
 #include <fmt/format.h>
 
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/activation_by_name.h"
 
 namespace nimbus {
 namespace {
@@ -36,7 +36,7 @@ const OpSchema& kFusedConv2d = define_op({
             ctx.fail(fmt::format("the bias has shape {}, the output has {} channels: expected [{}]", bias.to_string(),
                                  out[out.rank() - 1], out[out.rank() - 1]));
           }
-          internal::check_fusable_activation(ctx);
+          check_fused_activation(ctx);
           return convolved;
         },
     .differentiable = false,
@@ -48,7 +48,7 @@ const bool kFusedConv2dReference = register_kernel(
     {.name = kReferenceKernel, .dtypes = internal::dtype_list(internal::kFloatingDTypes), .fn = [](KernelContext& ctx) {
        ReferenceKernelsScope reference;
        const Tensor convolved = call_op(conv2d_op(), ctx.inputs.first(2), ctx.attrs)[0];
-       ctx.outputs[0].copy_from(internal::activate(convolved + ctx.inputs[2], ctx.attrs.get_string("activation")));
+       ctx.outputs[0].copy_from(apply_activation(fused_activation_of(ctx.attrs), convolved + ctx.inputs[2]));
      }});
 
 }  // namespace

@@ -3,13 +3,13 @@
 // kernel (oneDNN's matmul with a bias and an eltwise post-op).
 #include <fmt/format.h>
 
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/for_kernels/elementwise_defs.h"
 #include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
-#include "src/ops/internal/activation_by_name.h"
 
 namespace nimbus {
 namespace {
@@ -33,7 +33,7 @@ const OpSchema& kFusedMatmul = define_op({
             ctx.fail(fmt::format("the bias has shape {}, the product's rows have {} elements: expected [{}]",
                                  bias.to_string(), geometry.n, geometry.n));
           }
-          internal::check_fusable_activation(ctx);
+          check_fused_activation(ctx);
           return std::vector<TensorSpec>{{geometry.output_shape, ctx.inputs[0].dtype}};
         },
     .differentiable = false,
@@ -46,7 +46,7 @@ const bool kFusedMatmulReference = register_kernel(
        ReferenceKernelsScope reference;
        const Tensor product =
            matmul(ctx.inputs[0], ctx.inputs[1], ctx.attrs.get_bool("transpose_a"), ctx.attrs.get_bool("transpose_b"));
-       ctx.outputs[0].copy_from(internal::activate(product + ctx.inputs[2], ctx.attrs.get_string("activation")));
+       ctx.outputs[0].copy_from(apply_activation(fused_activation_of(ctx.attrs), product + ctx.inputs[2]));
      }});
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Cases for matmul: every transpose combination, batches, broadcast batches;
 // fused_matmul: each activation, transposes, a batch, and sizes where oneDNN
 // blocks the product.
-#include "nimbus/ops/linalg.h"
+#include "nimbus/ops/activation_table.h"
 #include "op_cases.h"
 
 namespace nimbus::testing {
@@ -28,7 +28,7 @@ NIMBUS_OP_CASES(linalg) {
                  .inputs = {{p.a}, {p.b}},
                  .attrs = {{"transpose_a", p.ta}, {"transpose_b", p.tb}}});
   }
-  for (std::string_view activation : kMatmulActivations) {
+  for (std::string_view activation : fused_activation_names()) {
     add_op_case({.name = "fused_matmul_" + std::string(activation),
                  .op = "fused_matmul",
                  .inputs = {{{5, 7}}, {{7, 6}}, {{6}}},

@@ -1,8 +1,8 @@
 // Cases for the NN layer ops: conv2d and pooling (with their backward ops),
 // batch and layer normalization, dropout_mask. Shapes stay small because the
 // gradient check perturbs every input element.
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/dispatch.h"
-#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "op_cases.h"
 
@@ -112,7 +112,7 @@ NIMBUS_OP_CASES(conv) {
                            {"data_format", std::string("NHWC")},
                            {"activation", std::string(activation)}}});
   };
-  for (std::string_view activation : kMatmulActivations) {
+  for (std::string_view activation : fused_activation_names()) {
     fused(std::string(activation), patterns[0], std::string(activation).c_str());
   }
   fused("same_stride2_relu", patterns[1], "relu");

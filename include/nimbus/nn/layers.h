@@ -8,8 +8,9 @@
 //   nn::BatchNormalization();
 //   nn::MultiHeadAttention(4, 16)({x, x});          // self-attention
 //
-// Images are NHWC (channels last, Keras's default). Activations by name:
-// linear, relu, sigmoid, tanh, softmax, log_softmax, gelu, softplus, silu (swish).
+// Images are NHWC (channels last, Keras's default). Activations by Keras's
+// name (nimbus/ops/activation_table.h): linear, relu, sigmoid, tanh, softmax,
+// log_softmax, gelu, softplus, silu (swish).
 #pragma once
 
 #include <array>

@@ -10,12 +10,10 @@
 //
 // fused_matmul is what graph fusion makes of a matmul followed by a bias add
 // and an activation (oneDNN's bias and post-op); the activation is one of
-// kMatmulActivations.
+// the fused names in activation_table.h.
 #pragma once
 
-#include <array>
 #include <string>
-#include <string_view>
 
 #include "nimbus/tensor/tensor.h"
 
@@ -23,8 +21,6 @@ namespace nimbus {
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
-inline constexpr std::array<std::string_view, 6> kMatmulActivations = {"none", "relu",      "sigmoid",
-                                                                       "tanh", "gelu_tanh", "gelu_erf"};
 // activation(op(a) @ op(b) + bias), bias of shape [n]; not differentiable
 // (graph fusion makes it after the gradients are built).
 Tensor fused_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const std::string& activation,

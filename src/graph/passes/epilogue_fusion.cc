@@ -12,19 +12,11 @@
 #include <map>
 
 #include "nimbus/graph/passes.h"
-#include "nimbus/ops/linalg.h"
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/registry.h"
 
 namespace nimbus::graph {
 namespace {
-
-// The fused activation an op node computes, or "" if it is none of them.
-std::string activation_of(const Node& node) {
-  const std::string& name = node.op->name;
-  if (name == "relu" || name == "sigmoid" || name == "tanh") return name;
-  if (name == "gelu") return node.attrs.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu_erf";
-  return "";
-}
 
 bool is_op(const Node& node, const char* name) {
   return !node.removed && node.kind == NodeKind::kOp && node.op->name == name;
@@ -65,13 +57,14 @@ int fuse_epilogues(Graph& graph) {
       continue;
     }
     int last = add;
-    std::string activation = "none";
+    Activation activation = Activation::kLinear;
     const int reader = only_reader(add);
     if (reader >= 0 && !nodes[static_cast<size_t>(reader)].removed &&
         nodes[static_cast<size_t>(reader)].kind == NodeKind::kOp) {
-      const std::string candidate = activation_of(nodes[static_cast<size_t>(reader)]);
-      if (!candidate.empty()) {
-        activation = candidate;
+      const Node& activation_node = nodes[static_cast<size_t>(reader)];
+      if (const std::optional<Activation> candidate =
+              fusable_activation_computed_by(activation_node.op->name, activation_node.attrs)) {
+        activation = *candidate;
         last = reader;
       }
     }
@@ -86,7 +79,7 @@ int fuse_epilogues(Graph& graph) {
     Node& target = nodes[static_cast<size_t>(last)];
     target.op = &OpRegistry::global().get(matmul ? "fused_matmul" : "fused_conv2d");
     target.attrs = contraction.attrs;
-    target.attrs.set("activation", activation);
+    target.attrs.set("activation", std::string(fused_activation_name(activation)));
     target.inputs = {contraction.inputs[0], contraction.inputs[1], bias};
     nodes[static_cast<size_t>(m)].removed = true;
     if (last != add) nodes[static_cast<size_t>(add)].removed = true;

@@ -63,14 +63,21 @@ void throw_dnnl_failure(const char* statement, const char* file, int line, const
                                   error.what(), static_cast<int>(error.status)));
 }
 
-dnnl::primitive_attr activation_post_op(std::string_view activation) {
+dnnl::algorithm eltwise_algorithm(Activation activation) {
+  switch (activation) {
+    case Activation::kRelu: return dnnl::algorithm::eltwise_relu;
+    case Activation::kSigmoid: return dnnl::algorithm::eltwise_logistic;
+    case Activation::kTanh: return dnnl::algorithm::eltwise_tanh;
+    case Activation::kGeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::kGeluErf: return dnnl::algorithm::eltwise_gelu_erf;
+    default: throw InternalError(fmt::format("no oneDNN post-op for {}", fused_activation_name(activation)));
+  }
+}
+
+dnnl::primitive_attr activation_post_op(Activation activation) {
   dnnl::primitive_attr attr;
-  if (activation == "none") return attr;
-  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_gelu_erf;
-  if (activation == "relu") algorithm = dnnl::algorithm::eltwise_relu;
-  if (activation == "sigmoid") algorithm = dnnl::algorithm::eltwise_logistic;
-  if (activation == "tanh") algorithm = dnnl::algorithm::eltwise_tanh;
-  if (activation == "gelu_tanh") algorithm = dnnl::algorithm::eltwise_gelu_tanh;
+  if (activation == Activation::kLinear) return attr;
+  const dnnl::algorithm algorithm = eltwise_algorithm(activation);
   dnnl::post_ops post_ops;
   post_ops.append_eltwise(1.0f, algorithm, 0.0f, 0.0f);
   attr.set_post_ops(post_ops);

@@ -8,6 +8,7 @@
 
 #include "nimbus/base/dtype.h"
 #include "nimbus/base/error.h"
+#include "nimbus/ops/activation_table.h"
 
 namespace nimbus {
 class Tensor;
@@ -39,9 +40,9 @@ bool dnnl_has_native_bf16();
 // The `supports` test of the oneDNN compute kernels (registered for f32 and bf16): every tensor
 // non-empty and of one dtype, f32, or bf16 where dnnl_has_native_bf16().
 bool dnnl_runs_natively(std::span<const Tensor> inputs, std::span<const Tensor> outputs);
-// An attribute with fused_matmul's / fused_conv2d's activation (kMatmulActivations)
-// as an eltwise post-op; none for "none".
-dnnl::primitive_attr activation_post_op(std::string_view activation);
+// An attribute with fused_matmul's / fused_conv2d's activation as an eltwise
+// post-op; none for kLinear.
+dnnl::primitive_attr activation_post_op(Activation activation);
 
 [[noreturn]] void throw_dnnl_failure(const char* statement, const char* file, int line, const dnnl::error& error);
 

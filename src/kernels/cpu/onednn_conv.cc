@@ -8,7 +8,6 @@
 // gradient, is reordered per call when that layout differs from ours.
 // Primitives are created once per geometry and cached. fused_conv2d is the
 // forward convolution with a bias operand and an eltwise post-op.
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,7 +17,6 @@
 #include <vector>
 
 #include "nimbus/ops/for_kernels/window_geometry.h"
-#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "src/kernels/cpu/onednn.h"
 #include "src/kernels/cpu/onednn_image.h"
@@ -32,10 +30,10 @@ using internal::Conv2dGeometry;
 enum class Direction : int64_t { kForward, kBackwardInput, kBackwardFilter };
 
 // A forward convolution's epilogue: none (conv2d), or fused_conv2d's bias and
-// activation (an index into kMatmulActivations).
+// activation.
 struct Epilogue {
   bool bias = false;
-  int64_t activation = 0;
+  Activation activation = Activation::kLinear;
 };
 
 // oneDNN's logical filter dims: (F, C, KH, KW), or (G, F/G, C/G, KH, KW) with groups.
@@ -67,7 +65,7 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, DTyp
   const std::vector<int64_t> key{static_cast<int64_t>(direction),
                                  static_cast<int64_t>(dtype),
                                  epilogue.bias,
-                                 epilogue.activation,
+                                 static_cast<int64_t>(epilogue.activation),
                                  g.input.batch,
                                  g.input.height,
                                  g.input.width,
@@ -118,7 +116,7 @@ const ConvPrimitive& get_conv(Direction direction, const Conv2dGeometry& g, DTyp
             forward = dnnl::convolution_forward::primitive_desc(
                 dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src, filter_any, bias,
                                                 dst, strides, dilations, pad_before, pad_after),
-                activation_post_op(kMatmulActivations[static_cast<size_t>(epilogue.activation)]), engine));
+                activation_post_op(epilogue.activation), engine));
       }
       entry.filter = forward.weights_desc();
       NIMBUS_DNNL_CHECK(entry.primitive = dnnl::convolution_forward(forward));
@@ -177,10 +175,7 @@ void onednn_conv2d(KernelContext& ctx) {
   const Conv2dGeometry g(x.shape(), filter.shape(), ctx.attrs, ctx.op.name);
   Epilogue epilogue;
   if (ctx.inputs.size() == 3) {
-    const std::string& activation = ctx.attrs.get_string("activation");
-    epilogue = {.bias = true,
-                .activation = std::find(kMatmulActivations.begin(), kMatmulActivations.end(), activation) -
-                              kMatmulActivations.begin()};
+    epilogue = {.bias = true, .activation = fused_activation_of(ctx.attrs)};
   }
   const DType dtype = x.dtype();
   const ConvPrimitive& conv = get_conv(Direction::kForward, g, dtype, epilogue);

@@ -48,7 +48,7 @@ struct Key {
   bool transpose_a, transpose_b;
   DType dtype;
   bool bias = false;
-  std::string activation = "none";
+  Activation activation = Activation::kLinear;
   PrimitiveOwner owner = primitive_owner();  // one primitive per thread (onednn.h)
   auto tie() const { return std::tie(a_dims, b_dims, transpose_a, transpose_b, dtype, bias, activation, owner); }
   bool operator<(const Key& other) const { return tie() < other.tie(); }
@@ -96,7 +96,7 @@ void onednn_matmul(KernelContext& ctx) {
                 ctx.attrs.get_bool("transpose_b"),
                 a.dtype(),
                 fused,
-                fused ? ctx.attrs.get_string("activation") : "none"};
+                fused ? fused_activation_of(ctx.attrs) : Activation::kLinear};
   const internal::MatmulGeometry g(a.shape(), b.shape(), key.transpose_a, key.transpose_b);
   const CachedMatmul& mm = get_matmul(key, g);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(mm.a, dnnl_engine(), a.raw_data())},

@@ -13,9 +13,10 @@
 
 #include <map>
 #include <mutex>
-#include <string>
+#include <optional>
 
 #include "nimbus/device/backend.h"
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
@@ -77,10 +78,14 @@ void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
                                                                   &stride, sizeof(stride)));
 }
 
-cublasLtEpilogue_t epilogue_for(const std::string& activation) {
-  if (activation == "relu") return CUBLASLT_EPILOGUE_RELU_BIAS;
-  if (activation == "gelu_tanh") return CUBLASLT_EPILOGUE_GELU_BIAS;
-  return CUBLASLT_EPILOGUE_BIAS;  // "none"; supports() turns the others away
+// cuBLASLt's epilogues: bias alone, bias + ReLU, bias + tanh-approximated GELU.
+std::optional<cublasLtEpilogue_t> epilogue_for(Activation activation) {
+  switch (activation) {
+    case Activation::kLinear: return CUBLASLT_EPILOGUE_BIAS;
+    case Activation::kRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Activation::kGeluTanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default: return std::nullopt;
+  }
 }
 
 // out = op(a) @ op(b) [+ bias, then the epilogue's activation].
@@ -164,22 +169,19 @@ const bool kRegistered = [] {
                              .priority = 1,
                              .fn = [](KernelContext& ctx) { run_matmul(ctx, nullptr, CUBLASLT_EPILOGUE_DEFAULT); },
                              .supports = supported_batches});
-  register_kernel("fused_matmul",
-                  {.name = "cublaslt",
-                   .device = DeviceType::kCUDA,
-                   .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
-                   .priority = 1,
-                   .fn =
-                       [](KernelContext& ctx) {
-                         run_matmul(ctx, &ctx.inputs[2], epilogue_for(ctx.attrs.get_string("activation")));
-                       },
-                   // cuBLASLt's epilogues: bias alone, bias + ReLU, bias + tanh-approximated GELU; 2-D only.
-                   .supports =
-                       [](const KernelContext& ctx) {
-                         const std::string& activation = ctx.attrs.get_string("activation");
-                         return ctx.inputs[0].rank() == 2 && ctx.inputs[1].rank() == 2 && supported_batches(ctx) &&
-                                (activation == "none" || activation == "relu" || activation == "gelu_tanh");
-                       }});
+  register_kernel(
+      "fused_matmul",
+      {.name = "cublaslt",
+       .device = DeviceType::kCUDA,
+       .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
+       .priority = 1,
+       .fn = [](KernelContext& ctx) { run_matmul(ctx, &ctx.inputs[2], *epilogue_for(fused_activation_of(ctx.attrs))); },
+       // cuBLASLt has the epilogue (epilogue_for) and the operands are 2-D.
+       .supports =
+           [](const KernelContext& ctx) {
+             return ctx.inputs[0].rank() == 2 && ctx.inputs[1].rank() == 2 && supported_batches(ctx) &&
+                    epilogue_for(fused_activation_of(ctx.attrs)).has_value();
+           }});
   return true;
 }();
 

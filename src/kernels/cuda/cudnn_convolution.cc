@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "nimbus/base/error.h"
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/for_kernels/window_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
@@ -324,16 +325,16 @@ const bool kRegistered = [] {
       cudnn_kernel(kConvDTypes, backward_filter, supports<backward_filter_geometry, Direction::kBackwardFilter>));
   // Bias alone, or bias + ReLU: f32 through cuDNN's fused convolution-bias-activation, bf16 / f16 as cuDNN's
   // convolution and our bias pass (channels last, which fused_conv2d always is).
-  register_kernel("fused_conv2d", cudnn_kernel(
-                                      kConvDTypes,
-                                      [](KernelContext& ctx) {
-                                        forward(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu");
-                                      },
-                                      [](const KernelContext& ctx) {
-                                        const std::string& activation = ctx.attrs.get_string("activation");
-                                        return (activation == "none" || activation == "relu") &&
-                                               supports<forward_geometry, Direction::kForward>(ctx);
-                                      }));
+  register_kernel(
+      "fused_conv2d",
+      cudnn_kernel(
+          kConvDTypes,
+          [](KernelContext& ctx) { forward(ctx, &ctx.inputs[2], fused_activation_of(ctx.attrs) == Activation::kRelu); },
+          [](const KernelContext& ctx) {
+            const Activation activation = fused_activation_of(ctx.attrs);
+            return (activation == Activation::kLinear || activation == Activation::kRelu) &&
+                   supports<forward_geometry, Direction::kForward>(ctx);
+          }));
   return true;
 }();
 

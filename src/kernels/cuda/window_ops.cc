@@ -3,6 +3,7 @@
 // the ops' geometry (nimbus/ops/for_kernels/window_geometry.h, shared with the
 // reference kernels) turned into launches of
 // src/device/cuda/kernels/window_kernels.cu.
+#include "nimbus/ops/activation_table.h"
 #include "nimbus/ops/for_kernels/window_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "src/device/cuda/cuda_check.h"
@@ -109,11 +110,12 @@ const bool kRegistered = [] {
   // The kernel adds the bias and applies ReLU in its epilogue; other activations have no CUDA kernel yet.
   register_kernel(
       "fused_conv2d",
-      cuda_kernel([](KernelContext& ctx) { conv2d(ctx, &ctx.inputs[2], ctx.attrs.get_string("activation") == "relu"); },
-                  [](const KernelContext& ctx) {
-                    const std::string& activation = ctx.attrs.get_string("activation");
-                    return activation == "none" || activation == "relu";
-                  }));
+      cuda_kernel(
+          [](KernelContext& ctx) { conv2d(ctx, &ctx.inputs[2], fused_activation_of(ctx.attrs) == Activation::kRelu); },
+          [](const KernelContext& ctx) {
+            const Activation activation = fused_activation_of(ctx.attrs);
+            return activation == Activation::kLinear || activation == Activation::kRelu;
+          }));
   register_kernel("max_pool2d", cuda_kernel(max_pool2d));
   register_kernel("max_pool2d_backward", cuda_kernel(max_pool2d_backward));
   return true;

@@ -12,7 +12,7 @@
 
 namespace nimbus::nn::internal {
 
-// Throws InvalidArgument for an activation name apply_activation does not know.
+// Throws InvalidArgument for an activation name Keras's vocabulary lacks (activation_table.h).
 void check_activation(const std::string& activation);
 // `name`, or a fresh one from `prefix` when empty.
 std::string name_or(const std::string& name, const char* prefix);
@@ -27,6 +27,8 @@ nlohmann::json initializer_to_json(const Initializer& initializer);
 Initializer initializer_from_json(const nlohmann::json& json);
 nlohmann::json regularizer_to_json(const Regularizer& regularizer);
 Regularizer regularizer_from_json(const nlohmann::json& json);
+// "float32", "int64", ... (Keras's names).
+const char* keras_dtype_name(DType dtype);
 // A size pair from 3 or [3, 3].
 std::array<int64_t, 2> pair_of(const nlohmann::json& value);
 
