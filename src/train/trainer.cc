@@ -551,7 +551,9 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
-      last_step = {.samples = batch_size, .seconds = std::chrono::duration<double>(Clock::now() - step_start).count()};
+      last_step = {.samples = batch_size,
+                   .seconds = std::chrono::duration<double>(Clock::now() - step_start).count(),
+                   .loss = step_loss};
       position_.steps_in_epoch = step + 1;
       position_.input_iterator = batch->position;
       ++position_.global_step;
