@@ -28,6 +28,7 @@ StepLine step_from_json(const nlohmann::json& line) {
   step.step_seconds = line.value("step_seconds", 0.0);
   step.samples = line.value("samples", int64_t{0});
   step.loss = line.value("loss", 0.0);
+  step.batch_loss = optional_number(line, "batch_loss");
   if (line.contains("spans")) {
     SpanSeconds spans;
     for (size_t i = 0; i < kNumSpans; ++i) {
@@ -63,6 +64,16 @@ SampleLine sample_from_json(const nlohmann::json& line) {
   return sample;
 }
 
+// The file's JSON, or null when there is no such file.
+nlohmann::json read_optional_json(const std::string& path) {
+  if (!std::filesystem::exists(path)) return nullptr;
+  try {
+    return nlohmann::json::parse(std::ifstream(path));
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(fmt::format("{}: malformed JSON ({})", path, error.what()));
+  }
+}
+
 }  // namespace
 
 RunRecord read_run_dir(const std::string& directory) {
@@ -87,14 +98,8 @@ RunRecord read_run_dir(const std::string& directory) {
     if (type == "step") run.steps.push_back(step_from_json(line));
     if (type == "sample") run.samples.push_back(sample_from_json(line));
   }
-  const std::string summary_path = directory + "/summary.json";
-  if (std::filesystem::exists(summary_path)) {
-    try {
-      run.summary = nlohmann::json::parse(std::ifstream(summary_path));
-    } catch (const nlohmann::json::exception& error) {
-      throw DataError(fmt::format("{}: malformed summary ({})", summary_path, error.what()));
-    }
-  }
+  run.summary = read_optional_json(directory + "/summary.json");
+  run.config = read_optional_json(directory + "/config.json");
   return run;
 }
 

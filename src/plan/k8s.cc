@@ -34,7 +34,7 @@ Json train_command(const Plan& plan, const ManifestOptions& options) {
       "exec nimbus train {}/config.yaml --run-dir \"$run\" $resume --metrics-port {} --metrics-address 0.0.0.0 "
       "--set fit.gradient_accumulation={}",
       kRunsMount, options.name, kConfigMount, options.metrics_port, plan.gradient_accumulation);
-  // runtime.precision comes with mixed precision (docs/planning.md); float32 plans run without it.
+  // float32 is runtime.precision's default; the others name their policy (docs/mixed_precision.md).
   if (plan.precision != Precision::kFloat32) command += " --set runtime.precision=" + precision_name(plan.precision);
   for (const std::string& set : options.set_overrides) command += " --set " + set;
   return Json::array({"/bin/sh", "-c", command});

@@ -115,6 +115,8 @@ nlohmann::json RunDirectory::finish(const History& history, const Trainer& train
       {"samples_total", position.samples},
       {"steps", position.global_step},
       {"wall_seconds", position.elapsed_seconds},
+      {"device", trainer.device().to_string()},
+      {"parameters", trainer.model().count_params()},
       {"peak_memory_bytes", memory_stats(Device::cpu()).peak_bytes_in_use},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"final", nlohmann::ordered_json::object()},
@@ -177,9 +179,13 @@ void MetricsLogger::write(const OrderedJson& line) {
 
 void MetricsLogger::on_train_batch_end(Trainer& trainer, int64_t, const Logs& logs) {
   const TrainingPosition& position = trainer.position();
-  OrderedJson line = {
-      {"type", "step"},         {"epoch", position.epochs_done + 1},         {"step", position.global_step},
-      {"time", unix_seconds()}, {"step_seconds", trainer.last_step.seconds}, {"samples", trainer.last_step.samples}};
+  OrderedJson line = {{"type", "step"},
+                      {"epoch", position.epochs_done + 1},
+                      {"step", position.global_step},
+                      {"time", unix_seconds()},
+                      {"step_seconds", trainer.last_step.seconds},
+                      {"samples", trainer.last_step.samples},
+                      {"batch_loss", trainer.last_step.loss}};
   for (const auto& [name, value] : logs) line[name] = value;
   for (const StepFields& fields : step_fields_) fields(trainer, line);
   write(line);

@@ -476,7 +476,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
-      last_step = {.samples = batch_size, .seconds = seconds_since(step_start)};
+      last_step = {.samples = batch_size, .seconds = seconds_since(step_start), .loss = step_loss};
       position_.advance(step + 1, batch_size, batch->position, elapsed());
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.

@@ -57,6 +57,62 @@ TEST(SvgChart, LinesAndStackedAreas) {
   EXPECT_NE(render_svg(empty).find("no data recorded"), std::string::npos);
 }
 
+// A one-epoch run as the demo leaves it: what ran in the header, figures rounded with units, one table row
+// per epoch, and the loss per step (an epoch's single point is left to the table).
+TEST(Report, NamesWhatRanAndRoundsFiguresWithUnits) {
+  RunRecord run;
+  run.source = "runs/demo";
+  for (int64_t step = 1; step <= 3; ++step) {
+    run.steps.push_back({.epoch = 1,
+                         .step = step,
+                         .time = 100.0 + double(step),
+                         .step_seconds = 1,
+                         .samples = 128,
+                         .loss = 1.0 / double(step),
+                         .batch_loss = 0.9 / double(step)});
+  }
+  run.config = nlohmann::json::parse(R"({
+    "model": {"name": "fashion_mnist_cnn", "layers": [{"Conv2D": {"filters": 32}}, {"Flatten": {}}, {"Dense": {}}]},
+    "compile": {"optimizer": {"name": "adam", "learning_rate": 0.001}, "loss": {"name": "mse"}},
+    "fit": {"epochs": 1, "batch_size": 128},
+    "runtime": {"device": "auto", "threads": 2, "graph": true, "jit": true, "seed": 1}})");
+  run.summary = nlohmann::json::parse(R"({
+    "samples_per_sec": 42016.87759746359, "samples_total": 60000, "steps": 469, "wall_seconds": 83.4,
+    "device": "cpu:0", "parameters": 421642, "peak_rss_bytes": 314572800,
+    "final": {"val_accuracy": 0.88123}, "epochs": [{"epoch": 1, "loss": 0.4567, "accuracy": 0.8391,
+    "val_loss": 0.3312, "val_accuracy": 0.88123, "elapsed_seconds": 83.4}]})");
+  const std::string html = render_report(run);
+  for (const char* expected :
+       {"fashion_mnist_cnn: Conv2D → Flatten → Dense (421,642 parameters)", "cpu:0, 2 threads",
+        "adam (learning rate 0.001), loss mse, batch size 128, 1 epoch", "graph, JIT, float32, seed 1",
+        "42,017 samples/s", "60,000 samples in 469 steps", "1 min 23 s", "300.0 MiB", "88.12%", "<td>0.4567</td>",
+        "Loss per step", "batch loss", "epoch's running mean", "config.json"}) {
+    EXPECT_NE(html.find(expected), std::string::npos) << expected << "\n" << html;
+  }
+  EXPECT_EQ(html.find("42016.8"), std::string::npos) << "unrounded figure";
+  EXPECT_EQ(html.find("Loss per epoch"), std::string::npos) << "one epoch: a table row, not a chart of one point";
+}
+
+// Per-epoch metrics and times never share an axis: losses on one chart, the other metrics on another, and the
+// epoch's time in the table only.
+TEST(Report, PutsLossesAndOtherMetricsOnChartsOfTheirOwn) {
+  RunRecord run;
+  run.summary = nlohmann::json::parse(R"({"epochs": [
+    {"epoch": 1, "loss": 0.5, "accuracy": 0.8, "elapsed_seconds": 40},
+    {"epoch": 2, "loss": 0.4, "accuracy": 0.85, "elapsed_seconds": 80}]})");
+  const std::string html = render_report(run);
+  const size_t losses = html.find("Loss per epoch"), metrics = html.find("Metrics per epoch");
+  ASSERT_NE(losses, std::string::npos) << html;
+  ASSERT_NE(metrics, std::string::npos) << html;
+  const std::string loss_chart = html.substr(losses, html.find("</svg>", losses) - losses);
+  const std::string metric_chart = html.substr(metrics, html.find("</svg>", metrics) - metrics);
+  EXPECT_NE(loss_chart.find(">loss<"), std::string::npos) << loss_chart;
+  EXPECT_EQ(loss_chart.find("accuracy"), std::string::npos) << loss_chart;
+  EXPECT_NE(metric_chart.find(">accuracy<"), std::string::npos) << metric_chart;
+  EXPECT_EQ(html.find("elapsed_seconds"), std::string::npos) << "the epoch times are the table's time column";
+  EXPECT_NE(html.find("<td>40.0 s</td>"), std::string::npos) << "epoch 2's own time, not the time since the start";
+}
+
 TEST(Report, OpensInHeadlessChromiumWithoutErrorsAndDrawsEveryPlot) {
   // Skips only on a machine set up by hand without scripts/install-deps, which installs it on every
   // machine that runs the suite (CI included): the skip names the package rather than failing obscurely.
@@ -83,17 +139,20 @@ TEST(Report, OpensInHeadlessChromiumWithoutErrorsAndDrawsEveryPlot) {
   const std::string console = read_file(dir.path() + "/chromium.log");
   EXPECT_EQ(console.find("CONSOLE"), std::string::npos) << console;
   EXPECT_EQ(console.find("Uncaught"), std::string::npos) << console;
-  // Five plots, each with at least one drawn path with points in it.
+  // Seven plots, each with at least one drawn path with points in it.
   size_t plots = 0;
   for (size_t at = dom.find("<svg "); at != std::string::npos; at = dom.find("<svg ", at + 1)) ++plots;
-  EXPECT_EQ(plots, 5u) << dom;
+  EXPECT_EQ(plots, 7u) << dom;
   const std::regex path("<path class=\"series\" d=\"M[0-9.]+,[0-9.]+ L[0-9.]+,[0-9.]+");
   const auto paths = std::distance(std::sregex_iterator(dom.begin(), dom.end(), path), std::sregex_iterator());
-  EXPECT_GE(paths, 1 + 1 + 8 + 1 + 1) << "loss, throughput, 8 breakdown areas, CPU, memory";
-  for (const char* title :
-       {"Loss and metrics per epoch", "Throughput", "Step time breakdown", "Utilization", "Memory"}) {
+  EXPECT_GE(paths, 2 + 2 + 2 + 1 + 8 + 1 + 1)
+      << "batch and running loss, loss and val_loss, accuracy and val_accuracy, throughput, 8 breakdown areas, CPU, "
+         "memory";
+  for (const char* title : {"Loss per step", "Loss per epoch", "Metrics per epoch", "Throughput", "Step time breakdown",
+                            "Utilization", "Memory"}) {
     EXPECT_NE(dom.find(title), std::string::npos) << title;
   }
+  EXPECT_NE(dom.find("fashion_mnist_mlp: Flatten"), std::string::npos) << "the header names the model and its layers";
   EXPECT_LT(dom.find("Doctor"), dom.find("Plots")) << "the doctor's findings come first";
 
   const std::string screenshot = dir.path() + "/report.png";

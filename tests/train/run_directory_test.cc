@@ -52,6 +52,12 @@ TEST(RunDirectory, HoldsMetricsSummaryCheckpointsAndEventFiles) {
       EXPECT_EQ(line["samples"], 16) << line;
       EXPECT_GT(line["step_seconds"].get<double>(), 0) << line;
       EXPECT_TRUE(line.contains("loss") && line.contains("accuracy")) << line;
+      // The batch's own loss; at an epoch's first step the running mean is that one batch's.
+      ASSERT_TRUE(line["batch_loss"].is_number()) << line;
+      if ((expected_step - 1) % 4 == 0) {
+        EXPECT_NEAR(line["batch_loss"].get<double>(), line["loss"].get<double>(), 1e-5 * line["loss"].get<double>())
+            << line;
+      }
       // The step profiler's spans and the memory by tag (monitor/run_monitor.h).
       EXPECT_GE(line["spans"]["compute"].get<double>(), 0) << line;
       EXPECT_TRUE(line["memory"].is_object()) << line;
@@ -78,6 +84,8 @@ TEST(RunDirectory, HoldsMetricsSummaryCheckpointsAndEventFiles) {
   EXPECT_GT(summary["peak_rss_bytes"].get<int64_t>(), 0);
   EXPECT_NEAR(summary["wall_seconds"].get<double>(), previous_elapsed, 1.0);
   EXPECT_EQ(summary["interrupted"], false);
+  EXPECT_EQ(summary["device"], "cpu:0");
+  EXPECT_GT(summary["parameters"].get<int64_t>(), 0);
   ASSERT_EQ(summary["epochs"].size(), 3u);
   EXPECT_EQ(summary["epochs"][2]["elapsed_seconds"], previous_elapsed);
   EXPECT_EQ(summary["final"]["val_accuracy"], summary["epochs"][2]["val_accuracy"]);

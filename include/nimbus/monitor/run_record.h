@@ -1,6 +1,6 @@
 // A training run as the monitor recorded it, read back for `nimbus doctor`
 // and `nimbus report`: the run directory's metrics.jsonl (step and sample
-// lines; other line types are skipped) and summary.json, or a live exporter.
+// lines; other line types are skipped), summary.json and config.json, or a live exporter.
 //
 //   monitor::RunRecord run = monitor::read_run_dir("runs/2026-11-30T15-00");
 //   run.steps.size();  run.samples.front().host_cpu_ratio;
@@ -22,7 +22,8 @@ struct StepLine {
   double time = 0;  // Unix seconds at the step's end
   double step_seconds = 0;
   int64_t samples = 0;
-  double loss = 0;
+  double loss = 0;                             // the epoch's running mean, as Keras logs it
+  std::optional<double> batch_loss;            // this step's batch alone; absent in older lines
   std::optional<SpanSeconds> spans;            // absent in lines written without the profiler
   std::map<std::string, double> memory_bytes;  // by kind; empty when not recorded
   std::optional<double> loss_scale;            // mixed precision, when recorded
@@ -49,10 +50,11 @@ struct RunRecord {
   std::vector<StepLine> steps;
   std::vector<SampleLine> samples;
   nlohmann::json summary;  // null when there is none
+  nlohmann::json config;   // the training config as run; null when there is none
 };
 
-// Reads DIR/metrics.jsonl (required) and DIR/summary.json (optional). Throws NotFound when the
-// directory has no metrics.jsonl, DataError naming the file and line of a malformed line.
+// Reads DIR/metrics.jsonl (required), DIR/summary.json and DIR/config.json (optional). Throws NotFound
+// when the directory has no metrics.jsonl, DataError naming the file and line of a malformed line.
 RunRecord read_run_dir(const std::string& directory);
 
 // One scrape of a live exporter as a record: one step line holding the run's totals so far

@@ -233,10 +233,12 @@ class Trainer {
   // Where the running (or last) fit is; save_checkpoint records it.
   const TrainingPosition& position() const { return position_; }
   // The step that just ran, for on_train_batch_end: its samples and seconds (batch gathering included: on a
-  // device, the next step's batch, fetched ahead).
+  // device, the next step's batch, fetched ahead), and its batch's own loss (the logs' "loss" is the epoch's
+  // running mean).
   struct StepTiming {
     int64_t samples = 0;
     double seconds = 0;
+    double loss = 0;
   } last_step;
 
   // How many times the train step has been traced (a test counts them).
