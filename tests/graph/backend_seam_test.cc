@@ -3,6 +3,7 @@
 // traced step whose ops all have kernels there runs on it; one with an op the
 // toy backend lacks fails when traced, before its first step, naming the op,
 // the dtype, the device and what to do.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
