@@ -27,11 +27,11 @@ namespace {
 std::set<std::string> registered_fast_kernels() {
   std::set<std::string> lines;
   for (const OpSchema* op : OpRegistry::global().ops()) {
-    for (int device = 0; device < kNumDeviceTypes; ++device) {
+    for (const DeviceType device : {DeviceType::kCPU, DeviceType::kCUDA}) {
       for (int dtype = 0; dtype < kNumDTypes; ++dtype) {
-        for (const KernelDef& kernel : op->kernels(static_cast<DeviceType>(device), static_cast<DType>(dtype))) {
+        for (const KernelDef& kernel : op->kernels(device, static_cast<DType>(dtype))) {
           if (kernel.name == kReferenceKernel) continue;
-          lines.insert(op->name + " " + std::string(device_type_name(static_cast<DeviceType>(device))) + " " +
+          lines.insert(op->name + " " + std::string(device.name()) + " " +
                        std::string(dtype_name(static_cast<DType>(dtype))) + " " + kernel.name);
         }
       }

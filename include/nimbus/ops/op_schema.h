@@ -108,7 +108,7 @@ struct OpSchema {
   // (OpRegistry.EveryOpHasReferenceKernelGradientRuleAndTests checks).
   std::optional<PrecisionRule> precision = std::nullopt;
   // On a CPU without native 16-bit arithmetic, f16 / bf16 calls widen to f32 and run the best
-  // f32 kernel (src/device/cpu/widened_kernels.cc): set where that beats the reference kernel.
+  // f32 kernel (src/kernels/cpu/widened_kernels.cc): set where that beats the reference kernel.
   bool widen_16_bit = false;
   int num_inputs = 0;  // with variadic_inputs: the minimum
   bool variadic_inputs = false;
