@@ -98,7 +98,11 @@ TEST_P(MultiWorker, TwoProcessesTrainToTheWeightsOfOne) {
   const std::vector<double> reference = final_weights(folder / "one"), mirrored = final_weights(folder / "two");
   ASSERT_FALSE(reference.empty()) << one;
   ASSERT_EQ(mirrored.size(), reference.size()) << two;
-  EXPECT_LE(relative_norm_error(mirrored, reference), 1e-5) << two;
+  // Not bit-exact in f32: each worker sums its 32 samples' gradients in the kernels' order for that
+  // batch, one process its 64, and 20 SGD steps carry the difference (1.1e-5 for the CNN on an AVX2
+  // EPYC). A gradient left unreduced, or summed instead of averaged, changes each update by a factor
+  // of order one.
+  EXPECT_LE(relative_norm_error(mirrored, reference), 5e-5) << two;
   // Rank 0 alone prints the progress and writes the summary; the other worker writes its own folder.
   EXPECT_EQ(std::count(two.begin(), two.end(), '\n') > 0 && two.find("Epoch 1/1") == two.rfind("Epoch 1/1"), true)
       << two;
