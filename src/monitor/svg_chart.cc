@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace nimbus::monitor {
@@ -32,6 +33,16 @@ std::string tick_text(double value) {
   if (value == 0) return "0";
   if (std::abs(value) >= 1e6 || std::abs(value) < 1e-3) return fmt::format("{:.1e}", value);
   return fmt::format("{:.4g}", value);
+}
+
+// A round step (1, 2, 2.5 or 5 times a power of ten) that cuts `range` into about five parts, so
+// that ticks read 0, 0.5, 1, 1.5 rather than 0, 0.5784, 1.157.
+double round_step(double range) {
+  const double rough = range / 5, magnitude = std::pow(10.0, std::floor(std::log10(rough)));
+  for (const double factor : {1.0, 2.0, 2.5, 5.0}) {
+    if (rough <= factor * magnitude * (1 + 1e-9)) return factor * magnitude;
+  }
+  return 10 * magnitude;
 }
 
 }  // namespace
@@ -66,17 +77,28 @@ std::string render_svg(const Chart& chart) {
   // Every figure plotted here (times, rates, bytes, shares, losses) is read against zero.
   if (y_min > 0) y_min = 0;
   if (y_max == y_min) y_max = y_min + 1;
+  // The y axis ends on round ticks; the x axis spans the data exactly, with round ticks inside it.
+  const double x_step = round_step(x_max - x_min), y_step = round_step(y_max - y_min);
+  y_min = std::floor(y_min / y_step) * y_step;
+  y_max = std::ceil(y_max / y_step - 1e-9) * y_step;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_w; };
   auto py = [&](double y) { return kTop + plot_h - (y - y_min) / (y_max - y_min) * plot_h; };
 
-  // Axes, five ticks each, labels.
+  // Axes, round ticks, labels.
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>", kLeft, kTop,
                      plot_w, plot_h);
-  for (int t = 0; t <= 4; ++t) {
-    const double fx = x_min + (x_max - x_min) * t / 4, fy = y_min + (y_max - y_min) * t / 4;
+  // Ticks are whole multiples of the step (k * step), so no rounding error accumulates along an axis.
+  const auto x_first = static_cast<int64_t>(std::ceil(x_min / x_step - 1e-9));
+  const auto x_last = static_cast<int64_t>(std::floor(x_max / x_step + 1e-9));
+  for (int64_t k = x_first; k <= x_last; ++k) {
+    const double fx = static_cast<double>(k) * x_step;
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{}</text>", px(fx),
                        kTop + plot_h + 14, tick_text(fx));
+  }
+  const auto y_first = std::llround(y_min / y_step), y_last = std::llround(y_max / y_step);
+  for (int64_t k = y_first; k <= y_last; ++k) {
+    const double fy = static_cast<double>(k) * y_step;
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">{}</text>", kLeft - 4,
                        py(fy) + 3, tick_text(fy));
   }

@@ -53,6 +53,15 @@ TEST(SvgChart, LinesAndStackedAreas) {
   const std::string areas = render_svg(stacked);
   // The top series is drawn first and closes down onto the lower one: "Z"-terminated areas.
   EXPECT_EQ(std::count(areas.begin(), areas.end(), 'Z'), 2) << areas;
+  // Round ticks: a loss from 2.314 down over 469 steps reads 0, 0.5, ... 2.5 against steps 100, 200, ...
+  Chart loss{.title = "loss", .x_label = "step", .y_label = "loss", .series = {}, .stacked = false};
+  loss.series.push_back({.name = "loss", .points = {{1, 2.314}, {469, 0.3}}});
+  const std::string loss_svg = render_svg(loss);
+  for (const char* tick : {">0<", ">0.5<", ">1<", ">2.5<", ">100<", ">400<"}) {
+    EXPECT_NE(loss_svg.find(tick), std::string::npos) << tick << " in " << loss_svg;
+  }
+  EXPECT_EQ(loss_svg.find(">3<"), std::string::npos) << loss_svg;
+  EXPECT_EQ(loss_svg.find(">500<"), std::string::npos) << loss_svg;
   Chart empty{.title = "none", .x_label = "", .y_label = "", .series = {}, .stacked = false};
   EXPECT_NE(render_svg(empty).find("no data recorded"), std::string::npos);
 }
