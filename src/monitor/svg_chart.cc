@@ -32,6 +32,8 @@ const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#946
 std::string tick_text(double value) {
   if (value == 0) return "0";
   if (std::abs(value) >= 1e6 || std::abs(value) < 1e-3) return fmt::format("{:.1e}", value);
+  // Whole numbers in full (15000, not 1.5e+04).
+  if (value == std::round(value)) return fmt::format("{:.0f}", value);
   return fmt::format("{:.4g}", value);
 }
 

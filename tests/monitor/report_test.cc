@@ -62,6 +62,9 @@ TEST(SvgChart, LinesAndStackedAreas) {
   }
   EXPECT_EQ(loss_svg.find(">3<"), std::string::npos) << loss_svg;
   EXPECT_EQ(loss_svg.find(">500<"), std::string::npos) << loss_svg;
+  Chart rate{.title = "rate", .x_label = "s", .y_label = "samples/s", .series = {}, .stacked = false};
+  rate.series.push_back({.name = "samples/s", .points = {{0, 17000}, {1, 8000}}});
+  EXPECT_NE(render_svg(rate).find(">15000<"), std::string::npos) << render_svg(rate);
   Chart empty{.title = "none", .x_label = "", .y_label = "", .series = {}, .stacked = false};
   EXPECT_NE(render_svg(empty).find("no data recorded"), std::string::npos);
 }
