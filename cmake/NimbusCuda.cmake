@@ -43,7 +43,18 @@ if(CCACHE_PROGRAM)
   set(CMAKE_CUDA_COMPILER_LAUNCHER "${CCACHE_PROGRAM}" CACHE STRING "")
 endif()
 enable_language(CUDA)
+# Debian 12's CMake (3.25.1) marks CUDA::nvToolsExt deprecated without checking that the target
+# exists, which fails the configure with CUDA 13 (no libnvToolsExt) on a machine whose CMake module
+# nobody patched; later CMake checks first. It does so only for projects that require CMake 3.25 or
+# later, so the find runs with the minimum version read as 3.24.
+if(CMAKE_VERSION VERSION_LESS 3.26)
+  set(nimbus_minimum_required ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+endif()
 find_package(CUDAToolkit REQUIRED)
+if(DEFINED nimbus_minimum_required)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${nimbus_minimum_required})
+endif()
 
 # cuDNN comes with the toolkit here and from pip (nvidia-cudnn-cu13) on the GPU
 # machines: -DNIMBUS_CUDNN_ROOT=<site-packages>/nvidia/cudnn.
