@@ -47,6 +47,7 @@ TEST(FastKernelList, EveryListedKernelIsRegistered) {
     std::ofstream out(NIMBUS_FAST_KERNEL_LIST);
     for (const std::string& line : registered) out << line << "\n";
     ASSERT_TRUE(out.good()) << "cannot write " << NIMBUS_FAST_KERNEL_LIST;
+    // Writing the list is not checking it: the run reports a skip, never a pass.
     GTEST_SKIP() << "wrote " << registered.size() << " kernels to " << NIMBUS_FAST_KERNEL_LIST;
   }
   std::ifstream in(NIMBUS_FAST_KERNEL_LIST);
