@@ -44,8 +44,8 @@ Dataset Dataset::text_line(std::vector<std::string> paths) {
 Dataset Dataset::list_files(std::vector<std::string> patterns, bool shuffle, std::optional<uint64_t> seed) {
   return Dataset(detail::make_list_files_node(std::move(patterns), shuffle, seed));
 }
-Dataset Dataset::tfrecord(std::vector<std::string> paths, Compression compression) {
-  return Dataset(detail::make_tfrecord_node(std::move(paths), compression));
+Dataset Dataset::tfrecord(std::vector<std::string> paths, Compression compression, bool with_origin) {
+  return Dataset(detail::make_tfrecord_node(std::move(paths), compression, with_origin));
 }
 Dataset Dataset::csv(std::vector<std::string> paths, CsvOptions options) {
   return Dataset(detail::make_csv_node(std::move(paths), std::move(options)));
@@ -116,7 +116,9 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
   return Dataset(detail::make_zip_node(std::move(nodes)));
 }
 Dataset Dataset::enumerate(int64_t start) const { return Dataset(detail::make_enumerate_node(node_, start)); }
-Dataset Dataset::ignore_errors() const { return Dataset(detail::make_ignore_errors_node(node_)); }
+Dataset Dataset::ignore_errors(ErrorHandler on_error) const {
+  return Dataset(detail::make_ignore_errors_node(node_, std::move(on_error)));
+}
 
 int64_t Dataset::cardinality() const { return node_->cardinality(); }
 

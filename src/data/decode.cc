@@ -15,8 +15,11 @@
 #include <memory>
 #include <vector>
 
-// jpeglib.h needs FILE and size_t declared first.
+// jpeglib.h needs FILE and size_t declared first; jerror.h after it.
 #include <jpeglib.h>
+// clang-format off
+#include <jerror.h>
+// clang-format on
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
@@ -35,7 +38,7 @@ void check_image_size(int64_t height, int64_t width, const std::string& what) {
   if (height * width <= kMaxImagePixels) return;
   throw DataError(fmt::format("{}: its header claims {}x{} pixels, more than the {} decode_image accepts",
                               context(what), width, height, kMaxImagePixels),
-                  "a damaged or hostile file; ignore_errors() skips such elements (scale real images down first)");
+                  "a damaged or hostile file (scale real images down first)");
 }
 
 // Converts `pixels` interleaved u8 pixels from `from` to `to` channels (1, 2, 3, 4).
@@ -87,6 +90,7 @@ struct JpegError {
   jpeg_error_mgr manager;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool allow_truncated = false;
 };
 
 void jpeg_error_exit(j_common_ptr info) {
@@ -96,17 +100,42 @@ void jpeg_error_exit(j_common_ptr info) {
 }
 void jpeg_silent(j_common_ptr, int) {}
 
+// libjpeg-turbo only warns when pixel data is missing or corrupt (a file cut
+// short, a bad Huffman code) and fills the gap with gray: such an image would
+// train as if it were whole. These warnings are errors unless truncated
+// images are allowed (as PIL's LOAD_TRUNCATED_IMAGES, TF's
+// try_recover_truncated); other warnings (extraneous bytes before a marker, an
+// unknown JFIF revision) leave the pixels intact and stay silent.
+bool loses_pixels(int message_code) {
+  switch (message_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_MUST_RESYNC:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_NOT_SEQUENTIAL: return true;
+    default: return false;
+  }
+}
+void jpeg_on_message(j_common_ptr info, int level) {
+  const auto* error = reinterpret_cast<const JpegError*>(info->err);
+  if (level < 0 && !error->allow_truncated && loses_pixels(info->err->msg_code)) jpeg_error_exit(info);
+}
+
 // Decodes the window `choose` picks from the image's size (the whole image
 // when `choose` is empty). libjpeg-turbo skips the rows above the window
 // (entropy decoding only), decodes only the iMCU columns that hold it, and
 // stops after its last row: such an image is checked for corruption up to the
 // window's last row only.
-Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose) {
+Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose,
+                   bool allow_truncated) {
   jpeg_decompress_struct info{};
   JpegError error{};
   info.err = jpeg_std_error(&error.manager);
   error.manager.error_exit = jpeg_error_exit;
-  error.manager.emit_message = jpeg_silent;
+  error.manager.emit_message = jpeg_on_message;
+  error.allow_truncated = allow_truncated;
   // Locals changed after setjmp are indeterminate after a longjmp: what is
   // written after it lives behind pointers that do not change.
   auto out = std::make_unique<Tensor>();
@@ -114,7 +143,10 @@ Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what
   if (setjmp(error.jump) != 0) {
     jpeg_destroy_decompress(&info);
     throw DataError(fmt::format("{}: corrupt JPEG: {}", context(what), error.message),
-                    "the file is damaged or not a JPEG; ignore_errors() skips such elements");
+                    allow_truncated ? "the file is damaged or not a JPEG: replace it"
+                                    : "the file is damaged, cut short or not a JPEG: replace it, or accept truncated "
+                                      "images, their missing part gray (allow_truncated; in a training config, "
+                                      "allow_truncated_images: true)");
   }
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
@@ -199,7 +231,7 @@ Tensor decode_png(std::string_view bytes, int channels, const std::string& what,
   if (setjmp(png_jmpbuf(png)) != 0) {
     png_destroy_read_struct(&png, &info, nullptr);
     throw DataError(fmt::format("{}: corrupt PNG: {}", context(what), message.text),
-                    "the file is damaged or not a PNG; ignore_errors() skips such elements");
+                    "the file is damaged or not a PNG: replace it");
   }
   png_set_read_fn(png, &source, png_read_memory);
   png_read_info(png, info);
@@ -234,13 +266,14 @@ Tensor decode_png(std::string_view bytes, int channels, const std::string& what,
   return crop(out, window.top, window.left, window.height, window.width);
 }
 
-Tensor decode(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose) {
+Tensor decode(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose,
+              bool allow_truncated) {
   if (channels != 0 && channels != 1 && channels != 3 && channels != 4) {
     throw InvalidArgument(fmt::format("decode_image: channels must be 0, 1, 3 or 4, got {}", channels));
   }
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
-    return decode_jpeg(bytes, channels, what, choose);
+    return decode_jpeg(bytes, channels, what, choose, allow_truncated);
   }
   if (bytes.size() >= 8 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) {
     return decode_png(bytes, channels, what, choose);
@@ -294,21 +327,24 @@ Tensor decode_raw(const Tensor& bytes, DType dtype, std::vector<int64_t> shape) 
   return decode_raw(tensor_string(bytes), dtype, std::move(shape));
 }
 
-Tensor decode_image(std::string_view bytes, int channels, const std::string& what) {
-  return decode(bytes, channels, what, {});
+Tensor decode_image(std::string_view bytes, int channels, const std::string& what, bool allow_truncated) {
+  return decode(bytes, channels, what, {}, allow_truncated);
 }
 
-Tensor decode_image(const Tensor& bytes, int channels, const std::string& what) {
-  return decode(bytes_of(bytes, "decode_image"), channels, what, {});
+Tensor decode_image(const Tensor& bytes, int channels, const std::string& what, bool allow_truncated) {
+  return decode(bytes_of(bytes, "decode_image"), channels, what, {}, allow_truncated);
 }
 
-Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels, const std::string& what) {
-  return decode(bytes_of(bytes, "decode_and_crop_image"), channels, what,
-                [window](int64_t, int64_t) { return window; });
+Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels, const std::string& what,
+                             bool allow_truncated) {
+  return decode(
+      bytes_of(bytes, "decode_and_crop_image"), channels, what, [window](int64_t, int64_t) { return window; },
+      allow_truncated);
 }
 
-Tensor decode_and_crop_image(const Tensor& bytes, const ChooseWindow& choose, int channels, const std::string& what) {
-  return decode(bytes_of(bytes, "decode_and_crop_image"), channels, what, choose);
+Tensor decode_and_crop_image(const Tensor& bytes, const ChooseWindow& choose, int channels, const std::string& what,
+                             bool allow_truncated) {
+  return decode(bytes_of(bytes, "decode_and_crop_image"), channels, what, choose, allow_truncated);
 }
 
 std::string encode_jpeg(const Tensor& image, int quality) {

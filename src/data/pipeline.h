@@ -245,7 +245,7 @@ NodePtr make_generator_node(GeneratorFactory factory, std::string name);
 NodePtr make_range_node(int64_t start, int64_t stop, int64_t step);
 NodePtr make_text_line_node(std::vector<std::string> paths);
 NodePtr make_list_files_node(std::vector<std::string> patterns, bool shuffle, std::optional<uint64_t> seed);
-NodePtr make_tfrecord_node(std::vector<std::string> paths, Compression compression);
+NodePtr make_tfrecord_node(std::vector<std::string> paths, Compression compression, bool with_origin);
 NodePtr make_csv_node(std::vector<std::string> paths, CsvOptions options);
 
 NodePtr make_map_node(NodePtr input, MapFn fn, int parallelism, bool deterministic, std::string name);
@@ -262,7 +262,7 @@ NodePtr make_take_skip_node(NodePtr input, int64_t count, bool take);
 NodePtr make_shard_node(NodePtr input, int64_t num_shards, int64_t index);
 NodePtr make_zip_node(std::vector<NodePtr> inputs);
 NodePtr make_enumerate_node(NodePtr input, int64_t start);
-NodePtr make_ignore_errors_node(NodePtr input);
+NodePtr make_ignore_errors_node(NodePtr input, ErrorHandler on_error);
 
 // The prefetching iterator, also used by parallel interleave to read each
 // inner dataset ahead.

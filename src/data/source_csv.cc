@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "nimbus/base/error.h"
@@ -129,6 +130,10 @@ class CsvNode : public DatasetNode {
     if (options_.column_types.empty()) {
       throw InvalidArgument("csv: no column types given", "set CsvOptions::column_types, one per column");
     }
+    if (!options_.column_names.empty() && options_.column_names.size() != options_.column_types.size()) {
+      throw InvalidArgument(fmt::format("csv: {} column names for {} column types", options_.column_names.size(),
+                                        options_.column_types.size()));
+    }
   }
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
     return std::make_unique<It>(node_stats(ctx, "csv"), this);
@@ -136,30 +141,33 @@ class CsvNode : public DatasetNode {
   std::string describe() const override {
     std::string types;
     for (Type t : options_.column_types) types += std::string(types.empty() ? "" : ",") + type_name(t);
-    return fmt::format("csv({} files, first '{}', columns [{}], header={})", paths_.size(), paths_[0], types,
-                       options_.header);
+    return fmt::format("csv({} files, first '{}', columns [{}], header={}{}{})", paths_.size(), paths_[0], types,
+                       options_.header, options_.allow_non_finite ? ", non-finite allowed" : "",
+                       options_.with_origin ? ", with origin" : "");
   }
 
   Element convert(const std::vector<std::string>& fields, const CsvReader& reader) const {
     const auto& types = options_.column_types;
     if (fields.size() != types.size()) {
-      throw DataError(fmt::format("CSV file '{}', line {} (byte offset {}): expected {} columns, found {}",
-                                  reader.path(), reader.row_line(), reader.row_offset(), types.size(), fields.size()),
+      throw DataError(fmt::format("{}: expected {} columns, found {}", where(reader), types.size(), fields.size()),
                       "check the delimiter and quoting of that row, or the column types");
     }
     Element out;
     for (size_t i = 0; i < fields.size(); ++i) {
       bool ok = true;
+      bool finite = true;
       Tensor t;
       switch (types[i]) {
         case Type::kString: t = string_tensor(fields[i]); break;
         case Type::kF32:
           t = host_tensor(Shape{}, DType::kF32);
           *t.data<float>() = parse_number<float>(fields[i], &ok);
+          finite = std::isfinite(*t.data<float>());
           break;
         case Type::kF64:
           t = host_tensor(Shape{}, DType::kF64);
           *t.data<double>() = parse_number<double>(fields[i], &ok);
+          finite = std::isfinite(*t.data<double>());
           break;
         case Type::kI32:
           t = host_tensor(Shape{}, DType::kI32);
@@ -171,16 +179,38 @@ class CsvNode : public DatasetNode {
           break;
       }
       if (!ok) {
-        throw DataError(fmt::format("CSV file '{}', line {} (byte offset {}), column {}: '{}' is not a valid {}",
-                                    reader.path(), reader.row_line(), reader.row_offset(), i + 1, fields[i],
+        throw DataError(fmt::format("{}, {}: {} is not a valid {}", where(reader), column(i), quote(fields[i]),
                                     type_name(types[i])));
+      }
+      if (!finite && !options_.allow_non_finite) {
+        throw DataError(fmt::format("{}, {}: {} is not a finite number", where(reader), column(i), quote(fields[i])),
+                        "fix or drop the row, or let float columns hold nan and inf (allow_non_finite)");
       }
       out.push_back(t);
     }
+    if (options_.with_origin) out.push_back(string_tensor(origin(reader)));
     return out;
   }
 
  private:
+  static std::string origin(const CsvReader& reader) {
+    return fmt::format("CSV file '{}', line {}", reader.path(), reader.row_line());
+  }
+  static std::string where(const CsvReader& reader) {
+    return fmt::format("{} (byte offset {})", origin(reader), reader.row_offset());
+  }
+  // "column 2 ('height')", 1-based as editors count.
+  std::string column(size_t i) const {
+    if (i < options_.column_names.size()) return fmt::format("column {} ('{}')", i + 1, options_.column_names[i]);
+    return fmt::format("column {}", i + 1);
+  }
+  // The field in quotes, or only its start when it is long: a message never echoes megabytes.
+  static std::string quote(const std::string& field) {
+    constexpr size_t kShown = 40;
+    if (field.size() <= kShown) return fmt::format("'{}'", field);
+    return fmt::format("'{}...' ({} bytes)", field.substr(0, kShown), field.size());
+  }
+
   class It : public IteratorImpl {
    public:
     It(std::shared_ptr<NodeStats> stats, const CsvNode* node) : IteratorImpl(std::move(stats)), node_(node) {}

@@ -163,7 +163,7 @@ std::optional<std::string> TFRecordReader::read() {
     throw DataError(fmt::format("TFRecord file '{}', record {} at byte offset {}: data CRC32C mismatch (stored masked "
                                 "0x{:08x}, computed 0x{:08x})",
                                 path_, index, start, stored, mask_crc(crc32c(data))),
-                    "the record is corrupt; ignore_errors() skips it");
+                    "the record is damaged (a bad disk, copy or transfer): rewrite the file");
   }
   return data;
 }
@@ -175,16 +175,16 @@ namespace {
 
 class TFRecordNode : public DatasetNode {
  public:
-  TFRecordNode(std::vector<std::string> paths, Compression compression)
-      : paths_(std::move(paths)), compression_(compression) {
+  TFRecordNode(std::vector<std::string> paths, Compression compression, bool with_origin)
+      : paths_(std::move(paths)), compression_(compression), with_origin_(with_origin) {
     if (paths_.empty()) throw InvalidArgument("tfrecord: no files given");
   }
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
     return std::make_unique<It>(node_stats(ctx, "tfrecord"), this);
   }
   std::string describe() const override {
-    return fmt::format("tfrecord({} files, first '{}', compression={})", paths_.size(), paths_[0],
-                       static_cast<int>(compression_));
+    return fmt::format("tfrecord({} files, first '{}', compression={}{})", paths_.size(), paths_[0],
+                       static_cast<int>(compression_), with_origin_ ? ", with origin" : "");
   }
 
  private:
@@ -196,31 +196,39 @@ class TFRecordNode : public DatasetNode {
         if (!reader_) {
           if (file_ >= node_->paths_.size()) return std::nullopt;
           const std::string& path = node_->paths_[file_++];
+          path_ = &path;
           reader_ = std::make_unique<TFRecordReader>(path, node_->compression_);  // NotFound moves on to the next file
         }
+        const int64_t index = reader_->record_index();
+        const uint64_t offset = reader_->offset();
         std::optional<std::string> record = reader_->read();
         if (!record) {
           reader_.reset();
           continue;
         }
         stats().source_reads++;
-        return Element{string_tensor(*record)};
+        if (!node_->with_origin_) return Element{string_tensor(*record)};
+        return Element{
+            string_tensor(*record),
+            string_tensor(fmt::format("TFRecord file '{}', record {} at byte offset {}", *path_, index, offset))};
       }
     }
 
    private:
     const TFRecordNode* node_;
     size_t file_ = 0;
+    const std::string* path_ = nullptr;  // the file reader_ reads
     std::unique_ptr<TFRecordReader> reader_;
   };
   std::vector<std::string> paths_;
   Compression compression_;
+  bool with_origin_;
 };
 
 }  // namespace
 
-NodePtr make_tfrecord_node(std::vector<std::string> paths, Compression compression) {
-  return std::make_shared<TFRecordNode>(std::move(paths), compression);
+NodePtr make_tfrecord_node(std::vector<std::string> paths, Compression compression, bool with_origin) {
+  return std::make_shared<TFRecordNode>(std::move(paths), compression, with_origin);
 }
 
 }  // namespace detail

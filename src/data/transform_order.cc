@@ -181,9 +181,10 @@ class FilterNode : public UnaryNode {
 
 class IgnoreErrorsNode : public UnaryNode {
  public:
-  explicit IgnoreErrorsNode(NodePtr input) : UnaryNode(std::move(input)) {}
+  IgnoreErrorsNode(NodePtr input, ErrorHandler on_error)
+      : UnaryNode(std::move(input)), on_error_(std::move(on_error)) {}
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
-    return std::make_unique<It>(node_stats(ctx, "ignore_errors"), make_input_iterator(*input_, ctx));
+    return std::make_unique<It>(node_stats(ctx, "ignore_errors"), this, make_input_iterator(*input_, ctx));
   }
   int64_t cardinality() const override { return unknown_unless_infinite(); }
   std::string describe() const override { return "ignore_errors"; }
@@ -191,13 +192,15 @@ class IgnoreErrorsNode : public UnaryNode {
  private:
   class It : public IteratorImpl {
    public:
-    It(std::shared_ptr<NodeStats> stats, std::unique_ptr<IteratorImpl> input)
-        : IteratorImpl(std::move(stats)), input_(std::move(input)) {}
+    It(std::shared_ptr<NodeStats> stats, const IgnoreErrorsNode* node, std::unique_ptr<IteratorImpl> input)
+        : IteratorImpl(std::move(stats)), node_(node), input_(std::move(input)) {}
     std::optional<Element> get_next() override {
       for (;;) {
         try {
           return pull(*input_);
         } catch (const Error& error) {
+          ++errors_;
+          if (node_->on_error_) node_->on_error_(error, errors_);  // may throw: this iteration stops
           // Skipped and counted (the count is in stats(); the last message in its note).
           stats().errors_skipped++;
           stats().set_note(fmt::format("last skipped: {}", error.message()));
@@ -206,8 +209,11 @@ class IgnoreErrorsNode : public UnaryNode {
     }
 
    private:
+    const IgnoreErrorsNode* node_;
     std::unique_ptr<IteratorImpl> input_;
+    int64_t errors_ = 0;
   };
+  ErrorHandler on_error_;
 };
 
 }  // namespace
@@ -222,6 +228,8 @@ NodePtr make_shard_node(NodePtr input, int64_t num_shards, int64_t index) {
 NodePtr make_filter_node(NodePtr input, FilterFn predicate) {
   return std::make_shared<FilterNode>(std::move(input), std::move(predicate));
 }
-NodePtr make_ignore_errors_node(NodePtr input) { return std::make_shared<IgnoreErrorsNode>(std::move(input)); }
+NodePtr make_ignore_errors_node(NodePtr input, ErrorHandler on_error) {
+  return std::make_shared<IgnoreErrorsNode>(std::move(input), std::move(on_error));
+}
 
 }  // namespace nimbus::data::detail

@@ -37,7 +37,11 @@ std::map<std::string, ConfigKey> with_pipeline_keys(std::map<std::string, Config
                                                               {"y", ConfigType::kString},
                                                               {"drop_remainder", ConfigType::kBool},
                                                               {"prefetch", ConfigType::kIntOrAutotune},
-                                                              {"num_parallel_calls", ConfigType::kIntOrAutotune}};
+                                                              {"num_parallel_calls", ConfigType::kIntOrAutotune},
+                                                              {"ignore_errors", ConfigType::kBool},
+                                                              {"max_bad_records", ConfigType::kInt},
+                                                              {"allow_truncated_images", ConfigType::kBool},
+                                                              {"allow_non_finite", ConfigType::kBool}};
   for (const char* split : {"data.train.", "data.validation."}) {
     for (const auto& [key, type] : pipeline_keys) keys[std::string(split) + key] = {type, nullptr};
   }

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "nimbus/base/error.h"
+#include "nimbus/base/logging.h"
 #include "nimbus/data/decode.h"
 #include "nimbus/data/example.h"
 #include "nimbus/data/idx.h"
@@ -30,13 +33,14 @@ struct OpSpec {
   std::vector<std::string> arguments;  // besides `feature`
   std::vector<std::string> required;
   bool random = false;
-  std::function<TensorOp(const Json& arguments)> make;
+  // From the op's arguments and its split (for split-wide options such as allow_truncated_images).
+  std::function<TensorOp(const Json& arguments, const Json& split)> make;
 };
 
 std::vector<int64_t> int_list(const Json& value) { return value.get<std::vector<int64_t>>(); }
 
 // convert_dtype: a cast, then times `scale` (u8 pixels to [0, 1] with scale 1/255).
-TensorOp convert_dtype_op(const Json& a) {
+TensorOp convert_dtype_op(const Json& a, const Json&) {
   const DType dtype = parse_dtype(a.at("dtype").get<std::string>());
   const double scale = a.value("scale", 1.0);
   return [dtype, scale](const Tensor& t, uint64_t) {
@@ -62,7 +66,7 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{"dtype", "shape"},
         {"dtype", "shape"},
         false,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json&) -> TensorOp {
           const DType dtype = parse_dtype(a.at("dtype").get<std::string>());
           const std::vector<int64_t> shape = int_list(a.at("shape"));
           return [dtype, shape](const Tensor& t, uint64_t) { return data::decode_raw(t, dtype, shape); };
@@ -71,15 +75,18 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{"channels"},
         {},
         false,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json& split) -> TensorOp {
           const int channels = a.value("channels", 0);
-          return [channels](const Tensor& t, uint64_t) { return data::decode_image(t, channels); };
+          const bool allow_truncated = split.value("allow_truncated_images", false);
+          return [channels, allow_truncated](const Tensor& t, uint64_t) {
+            return data::decode_image(t, channels, {}, allow_truncated);
+          };
         }}},
       {"reshape",
        {{"shape"},
         {"shape"},
         false,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json&) -> TensorOp {
           const Shape shape(int_list(a.at("shape")));
           return [shape](const Tensor& t, uint64_t) { return t.reshape(shape); };
         }}},
@@ -88,7 +95,7 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{"mean", "std"},
         {"mean", "std"},
         false,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json&) -> TensorOp {
           const auto mean = a.at("mean").get<std::vector<float>>(), std = a.at("std").get<std::vector<float>>();
           return [mean, std](const Tensor& t, uint64_t) { return data::normalize(t, mean, std); };
         }}},
@@ -96,7 +103,7 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{"height", "width"},
         {"height", "width"},
         false,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json&) -> TensorOp {
           const int64_t height = a.at("height").get<int64_t>(), width = a.at("width").get<int64_t>();
           return [height, width](const Tensor& t, uint64_t) { return data::resize_bilinear(t, height, width); };
         }}},
@@ -104,7 +111,7 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{"height", "width"},
         {"height", "width"},
         true,
-        [](const Json& a) -> TensorOp {
+        [](const Json& a, const Json&) -> TensorOp {
           const int64_t height = a.at("height").get<int64_t>(), width = a.at("width").get<int64_t>();
           return [height, width](const Tensor& t, uint64_t seed) { return data::random_crop(t, height, width, seed); };
         }}},
@@ -112,7 +119,7 @@ const std::map<std::string, OpSpec>& map_ops() {
        {{},
         {},
         true,
-        [](const Json&) -> TensorOp {
+        [](const Json&, const Json&) -> TensorOp {
           return [](const Tensor& t, uint64_t seed) { return data::random_flip_left_right(t, seed); };
         }}},
   };
@@ -122,9 +129,10 @@ const std::map<std::string, OpSpec>& map_ops() {
 const std::vector<std::string> kSources = {"csv", "files", "idx", "tfrecord"};
 const std::map<std::string, std::vector<std::string>> kSourceKeys = {
     {"idx", {"images", "labels"}},
-    {"csv", {"files", "columns", "header", "delimiter"}},
+    {"csv", {"files", "columns", "header", "delimiter", "allow_non_finite"}},
     {"tfrecord", {"files", "compression", "features"}},
     {"files", {"files"}}};
+const std::set<std::string> kOptionalSourceKeys = {"allow_non_finite", "compression", "delimiter", "header"};
 const std::vector<std::string> kCompressions = {"auto", "gzip", "none", "zlib"};
 const std::vector<std::string> kFeatureKeys = {"default", "shape", "type", "var_len"};
 const std::map<std::string, data::FeatureType> kFeatureTypes = {
@@ -214,7 +222,7 @@ void check_steps(const Json& split, const std::string& key, const std::string& s
     component_index(components, arguments.value("feature", std::string("image")),
                     where(path) + ": " + path + ".feature");
     try {
-      (void)spec->second.make(arguments);  // a bad dtype or a wrongly typed argument fails here, not mid-run
+      (void)spec->second.make(arguments, split);  // a bad dtype or a wrongly typed argument fails here, not mid-run
     } catch (const nlohmann::json::exception& error) {
       throw InvalidArgument(fmt::format("{}: {}.{}: {}", where(path), path, op, error.what()));
     } catch (const Error& error) {
@@ -223,15 +231,42 @@ void check_steps(const Json& split, const std::string& key, const std::string& s
   }
 }
 
+// ignore_errors, allow_truncated_images, allow_non_finite: booleans; max_bad_records: a count, which only means
+// something when bad records are skipped.
+void check_bad_record_keys(const Json& split, const std::string& section,
+                           const std::function<std::string(const std::string&)>& where) {
+  for (const char* key : {"ignore_errors", "allow_truncated_images", "allow_non_finite"}) {
+    if (split.contains(key) && !split[key].is_boolean()) {
+      throw InvalidArgument(fmt::format("{}: {}.{} must be true or false", where(section + "." + key), section, key));
+    }
+  }
+  if (!split.contains("max_bad_records")) return;
+  const std::string path = section + ".max_bad_records";
+  const Json& limit = split["max_bad_records"];
+  if (!limit.is_number_integer() || limit.get<int64_t>() < 0) {
+    throw InvalidArgument(fmt::format("{}: {} must be a count >= 0, got {}", where(path), path, limit.dump()));
+  }
+  if (!split.value("ignore_errors", false)) {
+    throw InvalidArgument(fmt::format("{}: {} applies only when bad records are skipped", where(path), path),
+                          fmt::format("add {}.ignore_errors: true (skip bad records, stopping after more than "
+                                      "max_bad_records in one pass), or drop max_bad_records",
+                                      section));
+  }
+}
+
 std::vector<std::string> patterns_of(const Json& files) {
   return files.is_string() ? std::vector<std::string>{files.get<std::string>()} : files.get<std::vector<std::string>>();
 }
 
-// The files matching the patterns, sorted (no match is a NotFound naming the pattern).
-std::vector<std::string> expand(const Json& files) {
+// The files matching the split's patterns, sorted (no match is a NotFound naming the key and the pattern).
+std::vector<std::string> expand(const Json& split, const std::string& section) {
   std::vector<std::string> paths;
-  for (const Element& e : Dataset::list_files(patterns_of(files), /*shuffle=*/false).collect()) {
-    paths.push_back(data::tensor_string(e[0]));
+  try {
+    for (const Element& e : Dataset::list_files(patterns_of(split.at("files")), /*shuffle=*/false).collect()) {
+      paths.push_back(data::tensor_string(e[0]));
+    }
+  } catch (const NotFound& error) {
+    throw NotFound(fmt::format("{}.files: {}", section, error.message()), error.hint());
   }
   return paths;
 }
@@ -262,24 +297,56 @@ std::vector<data::FeatureSpec> feature_specs(const Json& features) {
   return specs;
 }
 
-Dataset source_dataset(const Json& split, int parallelism) {
+// The origin of an element from source_dataset: its last component, after the named ones.
+std::string origin_of(const Element& element) { return data::tensor_string(element.back()); }
+
+// An error in a step on the element from `origin`, as a DataError naming the record and the step's key path
+// (data.train.steps[0].decode_raw), with the step's own message and remedy.
+[[noreturn]] void throw_at(const std::string& origin, const std::string& path, const Error& error) {
+  throw DataError(fmt::format("{}: {}: {}", origin, path, error.message()), error.hint());
+}
+
+// The split's source: elements hold the components source_components names, then their origin, a string naming
+// the file and record ("TFRecord file 'a.tfrecord', record 3 at byte offset 1234"), so that an error in any later
+// step names the record it came from. The augment map, selecting x and y, drops it.
+Dataset source_dataset(const Json& split, const std::string& section, int parallelism) {
   const std::string source = source_of(split);
   if (source == "idx") {
-    return Dataset::idx({split.at("images").get<std::string>(), split.at("labels").get<std::string>()});
+    const std::string images = split.at("images").get<std::string>(), labels = split.at("labels").get<std::string>();
+    return Dataset::idx({images, labels}).enumerate().map([images](const Element& e) {
+      const std::string origin = fmt::format("IDX file '{}', example {}", images, e[0].item<int64_t>());
+      return Element{e[1], e[2], data::string_tensor(origin)};
+    });
   }
-  const std::vector<std::string> paths = expand(split.at("files"));
+  const std::vector<std::string> paths = expand(split, section);
   if (source == "csv") {
     data::CsvOptions options{.column_types = {},
                              .header = split.value("header", true),
-                             .delimiter = split.value("delimiter", std::string(",")).at(0)};
+                             .delimiter = split.value("delimiter", std::string(",")).at(0),
+                             .column_names = source_components(split),
+                             .allow_non_finite = split.value("allow_non_finite", false),
+                             .with_origin = true};
     for (const Json& column : split.at("columns")) {
       options.column_types.push_back(kColumnTypes.at(column.begin().value()));
     }
     return Dataset::csv(paths, options);
   }
   if (source == "tfrecord") {
-    return Dataset::tfrecord(paths, compression_of(split, paths))
-        .map(data::parse_example_fn(feature_specs(split.at("features"))), parallelism, true, "parse_example");
+    const std::vector<data::FeatureSpec> specs = feature_specs(split.at("features"));
+    return Dataset::tfrecord(paths, compression_of(split, paths), /*with_origin=*/true)
+        .map(
+            [specs, path = section + ".features"](const Element& e) {
+              Element out;
+              try {
+                out = data::parse_example(e[0], specs);
+              } catch (const Error& error) {
+                throw DataError(fmt::format("{}: {}: {}", origin_of(e), path, error.message()),
+                                fmt::format("make {} (each feature's type and shape) match the records", path));
+              }
+              out.push_back(e[1]);
+              return out;
+            },
+            parallelism, true, "parse_example");
   }
   // files: the label is the index of the file's folder among the sorted folder names.
   std::set<std::string> folders;
@@ -291,28 +358,81 @@ Dataset source_dataset(const Json& split, int parallelism) {
             const std::string path = data::tensor_string(e[0]);
             const std::string folder = std::filesystem::path(path).parent_path().filename();
             const auto label = std::lower_bound(classes.begin(), classes.end(), folder) - classes.begin();
-            return Element{data::read_file(path), Tensor::scalar<int64_t>(label), e[0]};
+            return Element{data::read_file(path), Tensor::scalar<int64_t>(label), e[0],
+                           data::string_tensor(fmt::format("file '{}'", path))};
           },
           parallelism, true, "read_file");
 }
 
-// The split's ops under `key` (steps or augment), as one function over an element.
-std::function<void(Element&, uint64_t)> compose(const Json& split, const std::string& key,
+// The split's ops under `key` (steps or augment), as one function over an element from source_dataset; an error
+// names the element's origin and the op's key path.
+std::function<void(Element&, uint64_t)> compose(const Json& split, const std::string& section, const std::string& key,
                                                 const std::vector<std::string>& components) {
-  std::vector<std::pair<size_t, TensorOp>> ops;
+  struct Op {
+    size_t component;
+    TensorOp run;
+    std::string path;  // data.train.steps[0].decode_raw
+  };
+  std::vector<Op> ops;
   if (split.contains(key)) {
-    for (const Json& step : split.at(key)) {
-      const std::string op = step.begin().key();
-      const Json arguments = step.begin().value().is_null() ? Json::object() : step.begin().value();
-      ops.emplace_back(component_index(components, arguments.value("feature", std::string("image")), key),
-                       map_ops().at(op).make(arguments));
+    const Json& steps = split.at(key);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const std::string op = steps[i].begin().key();
+      const Json arguments = steps[i].begin().value().is_null() ? Json::object() : steps[i].begin().value();
+      ops.push_back({component_index(components, arguments.value("feature", std::string("image")), key),
+                     map_ops().at(op).make(arguments, split), fmt::format("{}.{}[{}].{}", section, key, i, op)});
     }
   }
   return [ops](Element& element, uint64_t seed) {
     for (size_t i = 0; i < ops.size(); ++i) {
-      // Each op draws from its own stream: the element's seed mixed with the op's place.
-      element[ops[i].first] = ops[i].second(element[ops[i].first], seed * 0x9E3779B97F4A7C15ULL + i);
+      try {
+        // Each op draws from its own stream: the element's seed mixed with the op's place.
+        element[ops[i].component] = ops[i].run(element[ops[i].component], seed * 0x9E3779B97F4A7C15ULL + i);
+      } catch (const Error& error) {
+        throw_at(origin_of(element), ops[i].path, error);
+      }
     }
+  };
+}
+
+// Bad records named in the log, per split; past this many, they are counted but no longer named one by one.
+constexpr size_t kMaxLoggedBadRecords = 1000;
+
+// What the split does with a bad record, an element whose reading, parsing or steps failed (docs/data.md, "Bad
+// records"). Without ignore_errors the first one stops the run, its message naming the record and the keys that
+// would skip it. With it, each one is skipped and logged (once per process: the trainer's first look at the data
+// and every epoch read the same records), and more than max_bad_records in one pass stop the run.
+data::ErrorHandler bad_record_policy(const Json& split, const std::string& section) {
+  const bool ignore = split.value("ignore_errors", false);
+  const std::optional<int64_t> limit =
+      split.contains("max_bad_records") ? std::optional(split["max_bad_records"].get<int64_t>()) : std::nullopt;
+  struct Logged {
+    std::mutex mutex;
+    std::set<std::string> messages;
+  };
+  auto logged = std::make_shared<Logged>();
+  return [=](const Error& error, int64_t count) {
+    if (!ignore) {
+      const std::string skip = fmt::format(
+          "skip bad records with {}.ignore_errors: true ({}.max_bad_records: N stops the run after N in one pass)",
+          section, section);
+      throw DataError(error.message(), error.hint().empty() ? skip : error.hint() + "; or " + skip);
+    }
+    if (limit && count > *limit) {
+      throw DataError(fmt::format("{}: {} bad records in one pass over the data, more than {}.max_bad_records ({}); "
+                                  "the last: {}",
+                                  section, count, section, *limit, error.message()),
+                      fmt::format("repair or remove the records the log names, or raise {}.max_bad_records", section));
+    }
+    std::lock_guard lock(logged->mutex);
+    if (logged->messages.size() > kMaxLoggedBadRecords || !logged->messages.insert(error.message()).second) return;
+    if (logged->messages.size() > kMaxLoggedBadRecords) {
+      log_warning(fmt::format("{}: more than {} bad records skipped: the rest are counted, not named", section,
+                              kMaxLoggedBadRecords));
+      return;
+    }
+    log_warning(fmt::format("{}: skipped bad record ({} in this pass{}): {}", section, count,
+                            limit ? fmt::format(", at most {}", *limit) : std::string(), error.message()));
   };
 }
 
@@ -343,7 +463,7 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
   const std::string source = source_of(split);
   if (!kSourceKeys.count(source)) unknown(where(section + ".source"), section + ".source", source, kSources);
   for (const std::string& key : kSourceKeys.at(source)) {
-    if (key != "header" && key != "delimiter" && key != "compression" && !split.contains(key)) {
+    if (!kOptionalSourceKeys.count(key) && !split.contains(key)) {
       throw InvalidArgument(fmt::format("{}: {} (source {}) needs '{}'", where(section), section, source, key),
                             fmt::format("a {} source takes {}", source, fmt::join(kSourceKeys.at(source), ", ")));
     }
@@ -353,7 +473,8 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
                                       where(section + ".scale"), section),
                           "e.g. steps: [{convert_dtype: {dtype: float32, scale: 0.00392156862745098}}]");
   }
-  for (const char* key : {"images", "labels", "files", "columns", "header", "delimiter", "compression", "features"}) {
+  for (const char* key :
+       {"images", "labels", "files", "columns", "header", "delimiter", "compression", "features", "allow_non_finite"}) {
     const std::vector<std::string>& allowed = kSourceKeys.at(source);
     if (split.contains(key) && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       throw InvalidArgument(
@@ -396,6 +517,7 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
       if (!kColumnTypes.count(type)) unknown(where(path), path + " type", type, names_of(kColumnTypes));
     }
   }
+  check_bad_record_keys(split, section, where);
   const std::vector<std::string> components = source_components(split);
   check_steps(split, "steps", section, components, where);
   check_steps(split, "augment", section, components, where);
@@ -406,14 +528,15 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
   component_index(components, split.value("y", std::string("label")), where(section + ".y") + ": " + section + ".y");
 }
 
-int64_t split_example_count(const nlohmann::json& split) {
+int64_t split_example_count(const nlohmann::json& split, const std::string& section) {
   if (!is_pipeline_split(split)) return data::read_idx(split.at("labels").get<std::string>()).dim(0);
   // A TFRecord source's records alone: parsing them does not change how many there are.
   const std::vector<std::string> paths =
-      source_of(split) == "tfrecord" ? expand(split.at("files")) : std::vector<std::string>{};
-  const Dataset records =
-      paths.empty() ? source_dataset(split, 1) : Dataset::tfrecord(paths, compression_of(split, paths));
-  if (const int64_t known = records.cardinality(); known >= 0) return known;
+      source_of(split) == "tfrecord" ? expand(split, section) : std::vector<std::string>{};
+  const Dataset source =
+      paths.empty() ? source_dataset(split, section, 1) : Dataset::tfrecord(paths, compression_of(split, paths));
+  if (const int64_t known = source.cardinality(); known >= 0) return known;
+  const Dataset records = source.ignore_errors(bad_record_policy(split, section));
   int64_t count = 0;
   for (data::Iterator it = records.iterator(); it.next();) ++count;
   return count;
@@ -425,10 +548,10 @@ data::Dataset dataset_from_config(const nlohmann::json& split, const std::string
   const int parallelism = parallelism_of(split.value("num_parallel_calls", Json()));
   const uint64_t split_seed = split.contains("seed") ? split["seed"].get<uint64_t>() : seed;
   const std::vector<std::string> components = source_components(split);
-  Dataset ds = source_dataset(split, parallelism);
+  Dataset ds = source_dataset(split, section, parallelism);
   if (split.contains("steps") && !split["steps"].empty()) {
     ds = ds.map(
-        [steps = compose(split, "steps", components)](const Element& e) {
+        [steps = compose(split, section, "steps", components)](const Element& e) {
           Element out = e;
           steps(out, 0);
           return out;
@@ -448,12 +571,19 @@ data::Dataset dataset_from_config(const nlohmann::json& split, const std::string
   }
   const size_t y = component_index(components, split.value("y", std::string("label")), section + ".y");
   ds = ds.enumerate().map(
-      [augment = compose(split, "augment", components), x, y, split_seed](const Element& e) {
+      [augment = compose(split, section, "augment", components), x, y, split_seed,
+       x_path = section + ".x"](const Element& e) {
         Element element(e.begin() + 1, e.end());
         augment(element, split_seed ^ static_cast<uint64_t>(e[0].item<int64_t>()) * 0xBF58476D1CE4E5B9ULL);
-        return Element{select_x(element, x), element[y]};
+        try {
+          return Element{select_x(element, x), element[y]};  // the origin stays behind
+        } catch (const Error& error) {
+          throw_at(origin_of(element), x_path, error);
+        }
       },
       split.contains("augment") ? parallelism : 1, true, "augment");
+  // Last before batch, so that it sees every bad record: unreadable, unparsable, or failing a step.
+  ds = ds.ignore_errors(bad_record_policy(split, section));
   ds = ds.batch(batch_size, split.value("drop_remainder", false));
   const Json prefetch = split.value("prefetch", Json("autotune"));
   if (prefetch == "autotune") return ds.prefetch(data::kAutotune);

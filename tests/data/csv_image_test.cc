@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
@@ -60,6 +62,55 @@ TEST_F(CsvTest, WrongColumnCountNamesFileLineAndOffset) {
   }
   EXPECT_EQ(it.next()->at(0).item<int>(), 6);
   EXPECT_EQ(Dataset::csv({path("b.csv")}, options).ignore_errors().collect().size(), 2u);
+}
+
+TEST_F(CsvTest, NanAndInfInFloatColumnsAreRefusedUnlessAllowed) {
+  put("n.csv", "w,h\n1,2\n3,NaN\n-INFINITY,4\n+inf,5\n6,7\n");
+  CsvOptions options{.column_types = {Type::kF32, Type::kF64}, .column_names = {"w", "h"}};
+  Iterator it = Dataset::csv({path("n.csv")}, options).iterator();
+  EXPECT_EQ(it.next()->at(0).item<float>(), 1.0f);
+  for (const char* expected :
+       {"line 3 (byte offset 8), column 2 ('h'): 'NaN' is not a finite number",
+        "line 4 (byte offset 14), column 1 ('w'): '-INFINITY' is not a finite number", "column 1 ('w'): '+inf'"}) {
+    try {
+      it.next();
+      ADD_FAILURE() << "no error for " << expected;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("CSV file '" + path("n.csv") + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(it.next()->at(1).item<double>(), 7.0);  // the rows after go on
+  options.allow_non_finite = true;
+  const auto rows = Dataset::csv({path("n.csv")}, options).collect();
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_TRUE(std::isnan(rows[1][1].item<double>()));
+  EXPECT_EQ(rows[2][0].item<float>(), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(rows[3][0].item<float>(), std::numeric_limits<float>::infinity());
+}
+
+TEST_F(CsvTest, AnOverLongFieldIsQuotedByItsStartOnly) {
+  put("long.csv", "1," + std::string(1 << 20, 'x') + "\n");
+  CsvOptions options{{Type::kI64, Type::kF32}, /*header=*/false};
+  try {
+    Dataset::csv({path("long.csv")}, options).collect();
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 400u) << message.substr(0, 400);
+    EXPECT_NE(message.find("'" + std::string(40, 'x') + "...' (1048576 bytes) is not a valid f32"), std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(CsvTest, WithOriginAppendsTheFileAndLineOfEachRow) {
+  put("o.csv", "a\n1\n\"two\nlines\"\n3\n");
+  CsvOptions options{.column_types = {Type::kString}, .with_origin = true};
+  const auto rows = Dataset::csv({path("o.csv")}, options).collect();
+  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows[2].size(), 2u);
+  EXPECT_EQ(tensor_string(rows[0][1]), "CSV file '" + path("o.csv") + "', line 2");
+  EXPECT_EQ(tensor_string(rows[2][1]), "CSV file '" + path("o.csv") + "', line 5");  // after a two-line field
 }
 
 TEST_F(CsvTest, BadNumberNamesTheColumn) {
@@ -236,6 +287,29 @@ TEST_F(ImageTest, AHeaderClaimingAHugeImageIsRefusedBeforeAllocating) {
     EXPECT_NE(std::string(e.what()).find("bomb.jpg"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("60000x60000"), std::string::npos) << e.what();
   }
+}
+
+// libjpeg-turbo only warns about a file cut short and fills the rest with gray.
+TEST_F(ImageTest, AJpegCutShortIsAnErrorUnlessTruncatedImagesAreAllowed) {
+  const std::string whole = encode_jpeg(64, 64, 3, textured(64, 64, 3));
+  const std::string cut = whole.substr(0, whole.size() * 6 / 10);
+  try {
+    decode_image(std::string_view(cut), 3, "cut.jpg");
+    FAIL() << "a JPEG cut short decoded without a word";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("image 'cut.jpg': corrupt JPEG: Premature end of JPEG file"),
+              std::string::npos)
+        << e.what();
+  }
+  const Tensor recovered = decode_image(std::string_view(cut), 3, "cut.jpg", /*allow_truncated=*/true);
+  EXPECT_EQ(recovered.shape(), (Shape{64, 64, 3}));
+  // The rows that were read are the whole image's; the missing ones are not.
+  const Tensor full = decode_image(std::string_view(whole), 3);
+  EXPECT_EQ(crop(recovered, 0, 0, 8, 64).to_vector<int>(), crop(full, 0, 0, 8, 64).to_vector<int>());
+  EXPECT_NE(crop(recovered, 56, 0, 8, 64).to_vector<int>(), crop(full, 56, 0, 8, 64).to_vector<int>());
+  // A window above the cut decodes: the rows below it are never read.
+  EXPECT_EQ(decode_and_crop_image(string_tensor(cut), CropWindow{0, 0, 8, 64}, 3).to_vector<int>(),
+            crop(full, 0, 0, 8, 64).to_vector<int>());
 }
 
 TEST_F(ImageTest, ImagePipelineWithIgnoreErrors) {

@@ -1,6 +1,7 @@
 // Sources and transforms of data::Dataset: one test (or a few) each.
 #include "nimbus/data/dataset.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -415,6 +416,33 @@ TEST(DatasetTransforms, PrefetchKeepsOrderAndPropagatesErrors) {
                         .prefetch(2);
   EXPECT_EQ(scalars(failing.ignore_errors().collect()), (std::vector<int64_t>{0, 1, 3, 4}));
   EXPECT_THROW(failing.collect(), DataError);
+}
+
+TEST(DatasetTransforms, IgnoreErrorsHandsEachErrorAndItsCountToTheHandler) {
+  const Dataset failing = Dataset::range(8).map([](const Element& e) {
+    const int64_t i = e[0].item<int64_t>();
+    if (i == 1 || i == 3 || i == 6) throw DataError(fmt::format("bad {}", i));
+    return e;
+  });
+  std::vector<std::string> seen;
+  const Dataset limited = failing.ignore_errors([&seen](const Error& error, int64_t count) {
+    seen.push_back(fmt::format("{}:{}", count, error.message()));
+    if (count > 2) throw DataError("too many");
+  });
+  Iterator it = limited.iterator();
+  std::vector<int64_t> values;
+  try {
+    while (auto element = it.next()) values.push_back(element->at(0).item<int64_t>());
+    FAIL() << "the handler's limit did not stop the iteration";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.message(), "too many");
+  }
+  EXPECT_EQ(values, (std::vector<int64_t>{0, 2, 4, 5}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"1:bad 1", "2:bad 3", "3:bad 6"}));
+  // Each iteration counts afresh.
+  seen.clear();
+  EXPECT_EQ(scalars(limited.take(4).collect()), (std::vector<int64_t>{0, 2, 4, 5}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"1:bad 1", "2:bad 3"}));
 }
 
 TEST(DatasetTransforms, CardinalityUnknownAfterFilter) {

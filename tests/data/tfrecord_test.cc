@@ -117,6 +117,21 @@ TEST_F(TFRecordTest, BadDataCrcNamesFileRecordAndOffsetAndIsSkippable) {
   EXPECT_NE(skipping.stats().find("skipped 1 bad elements"), std::string::npos) << skipping.stats();
 }
 
+TEST_F(TFRecordTest, WithOriginNamesTheFileRecordAndOffsetOfEachRecord) {
+  write("good.tfrecord", Compression::kNone);
+  std::string data = bytes("good.tfrecord");
+  data[16 + 12] ^= 0x01;  // record 1's data: its CRC fails, and the record after it keeps its index
+  put_bytes("bad.tfrecord", data);
+  const auto elements =
+      Dataset::tfrecord({path("bad.tfrecord")}, Compression::kNone, /*with_origin=*/true).ignore_errors().collect();
+  ASSERT_EQ(elements.size(), records().size() - 1);
+  ASSERT_EQ(elements[0].size(), 2u);
+  EXPECT_EQ(tensor_string(elements[0][1]), "TFRecord file '" + path("bad.tfrecord") + "', record 0 at byte offset 0");
+  EXPECT_EQ(tensor_string(elements[1][0]), std::string(1000, 'x'));
+  EXPECT_EQ(tensor_string(elements[1][1]),
+            "TFRecord file '" + path("bad.tfrecord") + "', record 2 at byte offset " + std::to_string(16 + 17));
+}
+
 TEST_F(TFRecordTest, BadLengthCrcAndTruncationEndTheFile) {
   write("good.tfrecord", Compression::kNone);
   std::string data = bytes("good.tfrecord");

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nimbus/base/error.h"
 #include "nimbus/tensor/tensor.h"
 
 namespace nimbus::data {
@@ -68,6 +69,10 @@ using FlatMapFn = std::function<Dataset(const Element&)>;
 // returns the next element or nullopt at the end.
 using GeneratorFn = std::function<std::optional<Element>()>;
 using GeneratorFactory = std::function<GeneratorFn()>;
+// ignore_errors(on_error): called with each error and how many the iteration
+// has met so far (this one included). Returning skips the element; throwing
+// ends the iteration's next() with what it threw (a threshold, a rewording).
+using ErrorHandler = std::function<void(const Error& error, int64_t count)>;
 
 struct CsvOptions {
   enum class Type { kF32, kF64, kI32, kI64, kString };
@@ -75,6 +80,14 @@ struct CsvOptions {
   std::vector<Type> column_types;
   bool header = true;  // skip the first line of each file
   char delimiter = ',';
+  // Names for the columns in error messages (optional; else "column 2").
+  std::vector<std::string> column_names;
+  // nan, inf and infinity (any case, any sign) in float columns; refused
+  // (a DataError naming the file, line and column) unless allowed.
+  bool allow_non_finite = false;
+  // Appends a string component naming the row's file and line
+  // ("CSV file 'a.csv', line 7"), for the messages of later steps' errors.
+  bool with_origin = false;
 };
 
 class Dataset {
@@ -102,7 +115,11 @@ class Dataset {
   static Dataset list_files(std::vector<std::string> patterns, bool shuffle = true,
                             std::optional<uint64_t> seed = std::nullopt);
   // Records of TFRecord files, as strings (see tfrecord.h for the framing).
-  static Dataset tfrecord(std::vector<std::string> paths, Compression compression = Compression::kNone);
+  // with_origin: elements are (record, origin), origin a string naming the
+  // file, record index and byte offset ("TFRecord file 'a.tfrecord', record
+  // 3 at byte offset 1234") for the messages of later steps' errors.
+  static Dataset tfrecord(std::vector<std::string> paths, Compression compression = Compression::kNone,
+                          bool with_origin = false);
   // Rows of CSV files (RFC 4180 quoting: "a,b" and "say ""hi"""; quoted
   // fields may span lines); a row with the wrong number of columns or an
   // unparsable number is a DataError naming file, line and byte offset.
@@ -156,8 +173,10 @@ class Dataset {
   // Prepends an i64 scalar counter (from start) to each element.
   Dataset enumerate(int64_t start = 0) const;
   // Skips elements whose production throws a nimbus::Error (corrupt records,
-  // failing maps), counting them in stats().
-  Dataset ignore_errors() const;
+  // failing maps), counting them in stats(). With on_error, each error is
+  // handed to it first, which may throw to stop (see ErrorHandler): a limit
+  // on bad records, a log line per record.
+  Dataset ignore_errors(ErrorHandler on_error = {}) const;
 
   // Number of elements, kInfiniteCardinality, or kUnknownCardinality.
   int64_t cardinality() const;

@@ -8,6 +8,9 @@
 // the file's (JPEG: 1 or 3; PNG: 1-4, 16-bit samples scaled to 8), 1 = gray,
 // 3 = RGB, 4 = RGBA. Corrupt or truncated data is a DataError saying what
 // the decoder reported; `what` (a file name, a record) goes into the message.
+// A JPEG whose data ends early or is corrupt mid-stream (libjpeg-turbo's
+// "Premature end of JPEG file", "bad Huffman code", ... warnings) is such an
+// error too, unless allow_truncated: then its missing part decodes gray.
 #pragma once
 
 #include <functional>
@@ -25,8 +28,9 @@ namespace nimbus::data {
 Tensor decode_raw(const Tensor& bytes, DType dtype, std::vector<int64_t> shape);
 Tensor decode_raw(std::string_view bytes, DType dtype, std::vector<int64_t> shape);
 
-Tensor decode_image(const Tensor& bytes, int channels = 0, const std::string& what = {});
-Tensor decode_image(std::string_view bytes, int channels = 0, const std::string& what = {});
+Tensor decode_image(const Tensor& bytes, int channels = 0, const std::string& what = {}, bool allow_truncated = false);
+Tensor decode_image(std::string_view bytes, int channels = 0, const std::string& what = {},
+                    bool allow_truncated = false);
 
 // A window of an image: rows [top, top + height), columns [left, left + width).
 struct CropWindow {
@@ -41,9 +45,10 @@ using ChooseWindow = std::function<CropWindow(int64_t height, int64_t width)>;
 // 16-pixel column blocks that hold it and stops after its last row), so
 // corruption below the window goes unnoticed; a PNG decodes whole. A window
 // that does not fit the image is an InvalidArgument naming both.
-Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels = 0, const std::string& what = {});
+Tensor decode_and_crop_image(const Tensor& bytes, CropWindow window, int channels = 0, const std::string& what = {},
+                             bool allow_truncated = false);
 Tensor decode_and_crop_image(const Tensor& bytes, const ChooseWindow& choose, int channels = 0,
-                             const std::string& what = {});
+                             const std::string& what = {}, bool allow_truncated = false);
 
 // Encodes a u8 (H, W, 1) or (H, W, 3) image as a JPEG (libjpeg-turbo),
 // quality 1-100: for making test and benchmark images.

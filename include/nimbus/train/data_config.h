@@ -19,6 +19,10 @@
 //       num_parallel_calls: autotune           # the maps' parallelism (the default)
 //       prefetch: autotune                     # batches read ahead (the default); 0: none
 //       drop_remainder: false                  # the batch size is fit.batch_size
+//       ignore_errors: false                   # true: skip bad records, each named in the log once
+//       max_bad_records: 10                    # with ignore_errors: more in one pass stop the run
+//       allow_truncated_images: false          # true: a JPEG cut short decodes, its missing part gray
+//       allow_non_finite: false                # csv: true lets float columns hold nan and inf
 //
 // Sources and the names of their elements' components:
 //   idx        images: FILE, labels: FILE          -> image, label
@@ -32,6 +36,8 @@
 // resize {height, width}; under augment also random_crop {height, width} and random_flip {}.
 // A random op's seed is mixed from the split's seed, the op's place and the element's index after
 // shuffle, so the pipeline stays deterministic (and restorable) under parallel maps.
+// Every error names the record it came from (file and record index, CSV line, image file) and the
+// step that failed; without ignore_errors its remedy names the keys that would skip it.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +60,9 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
 
 // How many examples a training or validation split holds: the IDX shorthand's labels, or the elements of a
 // pipeline's source before its steps (a count of the records where the source does not know it: TFRecord,
-// CSV). Reads every record of such a source, without parsing it.
-int64_t split_example_count(const nlohmann::json& split);
+// CSV). Reads every record of such a source, without parsing it; bad records are handled as the split says
+// (ignore_errors, max_bad_records), with errors naming `section`.
+int64_t split_example_count(const nlohmann::json& split, const std::string& section = "data.train");
 
 // The split's pipeline: elements are (x, y) batches of batch_size. `seed` seeds shuffle and the
 // random ops unless the split gives its own `seed`.

@@ -6,8 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "nimbus/base/error.h"
+#include "nimbus/base/logging.h"
 #include "nimbus/data/decode.h"
 #include "nimbus/data/example.h"
 #include "nimbus/data/tfrecord.h"
@@ -18,6 +20,7 @@ namespace nimbus::train {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Json = nlohmann::json;
 
 const char* kModel = R"(model:
@@ -190,6 +193,101 @@ TEST(DataConfig, TfrecordIgnoresOtherFeaturesAndAppliesSteps) {
   EXPECT_EQ(x.data<float>()[4 * 3 + 1], 127.5f);
   EXPECT_EQ(x.data<float>()[4 * 3 + 3], 25.5f);
   EXPECT_EQ(batches[0][1].data<int64_t>()[4], 1);  // 4 % 3
+}
+
+TEST(DataConfig, BadRecordKeysAreChecked) {
+  EXPECT_THAT(config_error(std::string(kTfrecordData) + "    max_bad_records: 3\n"),
+              HasSubstr("data.train.max_bad_records applies only when bad records are skipped | add "
+                        "data.train.ignore_errors: true"));
+  EXPECT_THAT(config_error(std::string(kTfrecordData) + "    ignore_errors: true\n    max_bad_records: -1\n"),
+              HasSubstr("data.train.max_bad_records must be a count >= 0, got -1"));
+  EXPECT_THAT(config_error(std::string(kTfrecordData) + "    allow_non_finite: true\n"),
+              HasSubstr("data.train.allow_non_finite does not apply to source tfrecord"));
+}
+
+// A shard of 6 examples {image: 4 bytes, label}; `bad` holds the records whose data CRC is broken.
+std::string write_shard(const std::filesystem::path& dir, const std::set<int>& bad) {
+  const std::string path = (dir / "s.tfrecord").string();
+  {
+    data::TFRecordWriter out(path);
+    for (int64_t i = 0; i < 6; ++i) {
+      out.write(data::serialize_example(
+          {{"image", data::BytesList{{std::string(4, char(i))}}}, {"label", data::Int64List{{i % 2}}}}));
+    }
+    out.close();
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t record_size = bytes.size() / 6;  // the examples are all the same size
+  for (int index : bad) bytes[static_cast<size_t>(index) * record_size + 12 + 3] ^= 0x04;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+Json shard_split(const std::string& path, const std::string& extra) {
+  return Json::parse(fmt::format(R"({{"source": "tfrecord", "files": "{}",
+      "features": {{"image": {{"type": "bytes"}}, "label": {{"type": "int64"}}}},
+      "steps": [{{"decode_raw": {{"dtype": "uint8", "shape": [4]}}}}]{}}})",
+                                 path, extra));
+}
+
+TEST(DataConfig, ABadRecordStopsThePipelineNamingItAndTheKeysThatSkipIt) {
+  const std::string path = write_shard(temp_dir("bad_record"), {2});
+  try {
+    dataset_from_config(shard_split(path, ""), "data.train", 6, 0).collect();
+    FAIL() << "a bad record passed";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.message(), HasSubstr("TFRecord file '" + path + "', record 2 at byte offset"));
+    EXPECT_THAT(error.hint(), HasSubstr("data.train.ignore_errors: true"));
+    EXPECT_THAT(error.hint(), Not(HasSubstr("ignore_errors()")));
+  }
+}
+
+TEST(DataConfig, IgnoreErrorsSkipsAndLogsEachBadRecordOnceUpToMaxBadRecords) {
+  const std::string path = write_shard(temp_dir("skipped"), {1, 4});
+  std::vector<std::string> warnings;
+  const LogSink previous = set_log_sink([&](LogLevel, std::string_view m) { warnings.emplace_back(m); });
+  const data::Dataset ds =
+      dataset_from_config(shard_split(path, R"(, "ignore_errors": true, "max_bad_records": 2)"), "data.train", 6, 0);
+  const auto batches = ds.collect();
+  (void)ds.collect();  // a second epoch: the same records, not logged again
+  set_log_sink(previous);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0][0].dim(0), 4);
+  EXPECT_EQ(batches[0][0].data<uint8_t>()[4], 2);  // record 2's pixels follow record 0's
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("data.train: skipped bad record (1 in this pass, at most 2)"));
+  EXPECT_THAT(warnings[0], HasSubstr("record 1 at byte offset"));
+  EXPECT_THAT(warnings[1], HasSubstr("record 4 at byte offset"));
+  // One more than the limit stops the pass, naming the count, the limit and the last record.
+  try {
+    dataset_from_config(shard_split(path, R"(, "ignore_errors": true, "max_bad_records": 1)"), "data.train", 6, 0)
+        .collect();
+    FAIL() << "2 bad records passed max_bad_records 1";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.message(), HasSubstr("data.train: 2 bad records in one pass over the data, more than "
+                                           "data.train.max_bad_records (1); the last: TFRecord file"));
+    EXPECT_THAT(error.message(), HasSubstr("record 4"));
+    EXPECT_THAT(error.hint(), HasSubstr("raise data.train.max_bad_records"));
+  }
+  EXPECT_EQ(split_example_count(shard_split(path, R"(, "ignore_errors": true)")), 4);
+}
+
+TEST(DataConfig, AStepErrorNamesTheRecordAndTheStep) {
+  const std::string path = write_shard(temp_dir("step_error"), {});
+  Json split = shard_split(path, "");
+  split["steps"][0]["decode_raw"]["shape"] = {5};
+  try {
+    dataset_from_config(split, "data.train", 6, 0).collect();
+    FAIL() << "decode_raw of the wrong size passed";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.message(), HasSubstr("TFRecord file '" + path +
+                                           "', record 0 at byte offset 0: "
+                                           "data.train.steps[0].decode_raw: decode_raw: 4 bytes"));
+  }
 }
 
 }  // namespace
