@@ -9,6 +9,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/monitor/dmon.h"
 #include "nimbus/monitor/exporter.h"
+#include "nimbus/monitor/json_lines.h"
 #include "nimbus/monitor/prometheus_text.h"
 
 namespace nimbus::monitor {
@@ -80,20 +81,14 @@ RunRecord read_run_dir(const std::string& directory) {
   RunRecord run;
   run.source = directory;
   const std::string path = directory + "/metrics.jsonl";
-  std::ifstream in(path);
-  if (!in) {
+  if (!std::filesystem::is_regular_file(path)) {
     throw NotFound(fmt::format("{}: no metrics.jsonl (not a run directory?)", directory),
                    "give the --run-dir of a `nimbus train` run");
   }
-  std::string text;
-  for (int number = 1; std::getline(in, text); ++number) {
-    if (text.empty()) continue;
-    nlohmann::json line;
-    try {
-      line = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& error) {
-      throw DataError(fmt::format("{}:{}: not a JSON line ({})", path, number, error.what()));
-    }
+  const JsonLines log = read_run_log(path);
+  if (log.torn_last_line) run.warnings.push_back(*log.torn_last_line);
+  for (const nlohmann::ordered_json& object : log.objects) {
+    const nlohmann::json line(object);
     const std::string type = line.value("type", "");
     if (type == "step") run.steps.push_back(step_from_json(line));
     if (type == "sample") run.samples.push_back(sample_from_json(line));

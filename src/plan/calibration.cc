@@ -195,8 +195,10 @@ ProbeRun run_probe(const std::filesystem::path& dir, int64_t batch, int steps) {
   nlohmann::json summary;
   {
     OpProfile profile;
-    summary = train::run_config(probe_config(dir, batch, steps), progress,
-                                {.run_dir = (dir / fmt::format("run-{}-{}", batch, steps)).string()});
+    // A run directory per probe (a run directory holds one run), removed once read.
+    const std::filesystem::path run_dir = dir / fmt::format("run-{}-{}", batch, steps);
+    summary = train::run_config(probe_config(dir, batch, steps), progress, {.run_dir = run_dir.string()});
+    std::filesystem::remove_all(run_dir);
     for (const OpProfile::Entry& entry : profile.entries()) {
       auto& [calls, seconds] = run.kernels[entry.key];
       calls += entry.calls;

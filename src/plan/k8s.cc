@@ -26,11 +26,13 @@ void check_name(const std::string& name) {
   }
 }
 
-// nimbus train's command line in the container: resumes from the run directory when a previous pod
-// of this job left a checkpoint there.
+// nimbus train's command line in the container: continues the run when a previous pod of this job
+// began it (its config.json is written first). --resume takes the newest intact checkpoint, or starts
+// again from step 0 when that pod was stopped before its first one; a run of another config there is
+// refused, never mixed in. A pod stopped before config.json left only its claim: this one starts afresh.
 Json train_command(const Plan& plan, const ManifestOptions& options) {
   std::string command = fmt::format(
-      "run={}/{}; resume=; ls \"$run\"/checkpoints/*.safetensors >/dev/null 2>&1 && resume=\"--resume $run\"; "
+      "run={}/{}; resume=; [ -e \"$run\"/config.json ] && resume=\"--resume $run\"; "
       "exec nimbus train {}/config.yaml --run-dir \"$run\" $resume --metrics-port {} --metrics-address 0.0.0.0 "
       "--set fit.gradient_accumulation={}",
       kRunsMount, options.name, kConfigMount, options.metrics_port, plan.gradient_accumulation);

@@ -14,6 +14,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/device/memory.h"
+#include "nimbus/monitor/json_lines.h"
 #include "nimbus/train/callbacks.h"
 #include "nimbus/train/preemption.h"
 #include "nimbus/train/tensorboard.h"
@@ -58,15 +59,19 @@ int64_t peak_rss_bytes() {
 
 }  // namespace
 
-std::string default_run_dir() {
+std::string run_dir_timestamp() {
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
   std::array<char, 32> text{};
   std::strftime(text.data(), text.size(), "%Y-%m-%dT%H-%M-%S", &local);
+  return text.data();
+}
+
+std::string default_run_dir() {
   // Claim a folder of our own: runs started in the same second (tests, a job array) get -2, -3, ...
   std::filesystem::create_directories("runs");
-  const std::string base = std::string("runs/") + text.data();
+  const std::string base = "runs/" + run_dir_timestamp();
   for (int suffix = 1;; ++suffix) {
     std::string path = suffix == 1 ? base : fmt::format("{}-{}", base, suffix);
     if (::mkdir(path.c_str(), 0777) == 0) return path;
@@ -76,9 +81,55 @@ std::string default_run_dir() {
   }
 }
 
-RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {
+void refuse_output_onto_a_run_file(const std::string& path, const std::string& flag) {
   std::error_code error;
-  for (const std::string& folder : {path_, checkpoints(), tensorboard()}) {
+  const std::filesystem::path file = std::filesystem::weakly_canonical(path, error);
+  if (error) return;  // a path that cannot be resolved names no run's file; writing it fails by itself
+  for (std::filesystem::path folder = file.parent_path(); !folder.empty(); folder = folder.parent_path()) {
+    const RunDirectory run(folder.string());
+    if ((run.holds_a_run() || std::filesystem::exists(run.lock_path())) && run.owns(file.string())) {
+      throw InvalidArgument(
+          fmt::format("{} {}: that is a file of the run in {}, which it would overwrite", flag, path, folder.string()),
+          fmt::format("give {} a path outside the run's own files (config.json, metrics.jsonl, summary.json, "
+                      "trace.json, checkpoints/, tensorboard/), e.g. beside them in {}",
+                      flag, folder.string()));
+    }
+    if (folder == folder.root_path()) break;
+  }
+}
+
+RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {}
+
+bool RunDirectory::has_checkpoint_files() const {
+  std::error_code error;
+  return !std::filesystem::is_empty(checkpoints(), error) && !error;
+}
+
+bool RunDirectory::holds_a_run() const {
+  for (const std::string& file : {config_path(), summary_path(), metrics_path(), trace_path(), oom_checkpoint()}) {
+    if (std::filesystem::exists(file)) return true;
+  }
+  std::error_code error;
+  return has_checkpoint_files() || (!std::filesystem::is_empty(tensorboard(), error) && !error);
+}
+
+bool RunDirectory::owns(const std::string& file) const {
+  std::error_code error;
+  const std::filesystem::path folder = std::filesystem::weakly_canonical(path_, error);
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(file, error);
+  if (error) return false;
+  const std::filesystem::path relative = canonical.lexically_relative(folder);
+  if (relative.empty() || *relative.begin() == "..") return false;
+  const std::string first = relative.begin()->string();
+  if (first == "." || first == "checkpoints" || first == "tensorboard" || first.starts_with("worker-")) return true;
+  return std::distance(relative.begin(), relative.end()) == 1 &&
+         (first == "config.json" || first == "summary.json" || first == "metrics.jsonl" || first == "trace.json" ||
+          first == "oom_checkpoint.safetensors" || first == "nimbus.lock");
+}
+
+void RunDirectory::create_folders() const {
+  std::error_code error;
+  for (const std::string& folder : {checkpoints(), tensorboard()}) {
     std::filesystem::create_directories(folder, error);
     if (error) {
       throw NotFound(fmt::format("{}: cannot create the run directory: {}", folder, error.message()),
@@ -144,11 +195,11 @@ MetricsLogger::MetricsLogger(std::string path, std::optional<TrainingPosition> r
     if (!fresh) throw NotFound(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
     return;
   }
-  std::ifstream in(path_);
-  std::string text, kept;
-  while (std::getline(in, text)) {
-    const OrderedJson line = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (line.is_discarded() || !line.is_object()) continue;  // a line torn by a kill
+  std::string kept;
+  // What a killed process left: its torn last line, and any malformed line, are dropped.
+  const std::vector<OrderedJson> lines =
+      std::filesystem::exists(path_) ? monitor::read_json_lines(path_).objects : std::vector<OrderedJson>{};
+  for (const OrderedJson& line : lines) {
     const std::string type = line.value("type", "");
     if (type == "step" && line.value("step", int64_t{0}) > resume_at->global_step) continue;
     if (type == "epoch") {

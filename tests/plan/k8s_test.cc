@@ -103,7 +103,8 @@ TEST(K8s, SingleNodeJobHasGpusSelectorsTolerationsGraceAndScraping) {
   EXPECT_THAT(command, HasSubstr("nimbus train /etc/nimbus/config.yaml"));
   EXPECT_THAT(command, HasSubstr("--metrics-port 9400 --metrics-address 0.0.0.0"));
   EXPECT_THAT(command, HasSubstr(fmt::format("fit.gradient_accumulation={}", plan.gradient_accumulation)));
-  EXPECT_THAT(command, HasSubstr("--resume"));
+  // A replaced pod continues its run once config.json is there (from step 0 before the first checkpoint).
+  EXPECT_THAT(command, HasSubstr(R"([ -e "$run"/config.json ] && resume="--resume $run")"));
 }
 
 TEST(K8s, GkeSpotPlansSelectAndTolerateSpotNodes) {

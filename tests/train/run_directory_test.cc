@@ -1,17 +1,22 @@
 // The run directory: metrics.jsonl's schema line by line, summary.json's fields, checkpoints/ and
-// tensorboard/ filled, and metrics.jsonl cut back to the checkpoint when a run resumes.
+// tensorboard/ filled, and metrics.jsonl cut back to the checkpoint when a run resumes; the claim
+// (one nimbus per folder, a run moved aside by --overwrite), the run's own files, the log reader.
 #include "nimbus/train/run_directory.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "nimbus/base/error.h"
+#include "nimbus/monitor/json_lines.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/checkpoint.h"
 #include "nimbus/train/config.h"
+#include "nimbus/train/run_claim.h"
 #include "tiny_run.h"
 
 namespace nimbus::testing {
@@ -143,6 +148,97 @@ TEST(RunDirectory, MetricsLoggerTakesExtraFieldsAndCutsBackOnResume) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_DOUBLE_EQ(lines[1]["lr"].get<double>(), 0.01);
   EXPECT_EQ(lines[1]["step"], 2);
+}
+
+// The text of the exception `run` throws, or "" when it throws none.
+template <typename Run>
+std::string refusal(Run&& run) {
+  try {
+    run();
+  } catch (const Error& error) {
+    return error.message() + " | " + error.hint();
+  }
+  return "";
+}
+
+TEST(RunClaim, ASecondClaimIsRefusedNamingTheHolderUntilTheFirstEnds) {
+  TemporaryFolder folder("nimbus_run_claim");
+  const std::string run_dir = folder / "run";
+  std::ostringstream log;
+  {
+    const train::RunClaim first(run_dir, train::RunStart::kNew, log);
+    // flock locks belong to the open file, so a second claim conflicts even within one process.
+    const std::string refused = refusal([&] { train::RunClaim second(run_dir, train::RunStart::kResume, log); });
+    EXPECT_NE(refused.find(run_dir + ": in use by another nimbus (PID " + std::to_string(::getpid()) + ")"),
+              std::string::npos)
+        << refused;
+  }
+  EXPECT_EQ(refusal([&] { train::RunClaim again(run_dir, train::RunStart::kResume, log); }), "");
+}
+
+TEST(RunClaim, ANewRunIsRefusedWhereARunIsAndOverwriteMovesItAsideIntact) {
+  TemporaryFolder folder("nimbus_run_claim");
+  const std::string run_dir = folder / "run";
+  std::ostringstream log;
+  std::filesystem::create_directories(run_dir + "/checkpoints");
+  std::ofstream(run_dir + "/config.json") << "{\"old\": 1}\n";
+  const std::string refused = refusal([&] { train::RunClaim claim(run_dir, train::RunStart::kNew, log); });
+  EXPECT_NE(refused.find(run_dir + ": holds another run"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--overwrite"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--resume " + run_dir), std::string::npos) << refused;
+
+  { const train::RunClaim claim(run_dir + "/", train::RunStart::kOverwrite, log); }
+  std::vector<std::string> aside;
+  for (const auto& entry : std::filesystem::directory_iterator(folder.path)) {
+    if (entry.path().filename().string().starts_with("run.replaced-")) aside.push_back(entry.path().string());
+  }
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(aside[0] + "/config.json")), nlohmann::json({{"old", 1}}));
+  EXPECT_NE(log.str().find("moved the run in " + run_dir + " aside to " + aside[0]), std::string::npos) << log.str();
+  EXPECT_FALSE(train::RunDirectory(run_dir).holds_a_run());
+}
+
+TEST(RunDirectory, HoldsARunOnceARunFileIsThereAndOwnsItsFilesHoweverSpelt) {
+  TemporaryFolder folder("nimbus_run_files");
+  const train::RunDirectory run(folder / "run");
+  EXPECT_FALSE(run.holds_a_run());
+  std::filesystem::create_directories(run.checkpoints());
+  std::filesystem::create_directories(run.tensorboard());
+  std::ofstream(run.lock_path()) << "123\n";
+  EXPECT_FALSE(run.holds_a_run()) << "a claim and empty folders are no run";
+  std::ofstream(run.checkpoints() + "/ckpt-00000001.safetensors") << "x";
+  EXPECT_TRUE(run.holds_a_run());
+  EXPECT_TRUE(run.has_checkpoint_files());
+
+  EXPECT_TRUE(run.owns(run.path() + "/checkpoints/../config.json"));
+  EXPECT_TRUE(run.owns(run.path() + "/tensorboard/train/new.bin"));
+  EXPECT_TRUE(run.owns(run.path() + "/worker-1/metrics.jsonl"));
+  EXPECT_FALSE(run.owns(run.path() + "/report.html"));
+  EXPECT_FALSE(run.owns(folder / "elsewhere.npy"));
+
+  EXPECT_NE(refusal([&] {
+              train::refuse_output_onto_a_run_file(run.best_checkpoint(), "--output");
+            }).find("--output " + run.best_checkpoint() + ": that is a file of the run in"),
+            std::string::npos);
+  EXPECT_EQ(refusal([&] { train::refuse_output_onto_a_run_file(run.path() + "/predictions.npy", "--output"); }), "");
+  EXPECT_EQ(refusal([&] { train::refuse_output_onto_a_run_file(folder / "config.json", "--output"); }), "");
+}
+
+TEST(JsonLines, ATornLastLineIsSkippedWithAWarningAndADamagedLineIsRefused) {
+  TemporaryFolder folder("nimbus_json_lines");
+  const std::string path = folder / "metrics.jsonl";
+  std::ofstream(path) << "{\"step\":1}\n\n{\"step\":2}\n{\"step\":3,\"ti";
+  const monitor::JsonLines log = monitor::read_run_log(path);
+  ASSERT_EQ(log.objects.size(), 2u);
+  EXPECT_EQ(log.objects[1]["step"], 2);
+  EXPECT_EQ(log.malformed, std::vector<int64_t>{4});
+  ASSERT_TRUE(log.torn_last_line.has_value());
+  EXPECT_NE(log.torn_last_line->find(path + ":4: skipping the torn last line"), std::string::npos);
+
+  std::ofstream(path) << "{\"step\":1}\n{\"st\n{\"step\":3}\n";
+  EXPECT_NE(refusal([&] { (void)monitor::read_run_log(path); }).find(path + ":2: not a JSON object"),
+            std::string::npos);
+  EXPECT_EQ(monitor::read_json_lines(path).objects.size(), 2u) << "the lenient reader (a resume) keeps the rest";
 }
 
 }  // namespace

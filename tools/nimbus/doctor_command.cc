@@ -25,6 +25,7 @@ Command add_doctor_command(CLI::App& app) {
     }
     const monitor::RunRecord run =
         arguments->url.empty() ? monitor::read_run_dir(arguments->run_dir) : monitor::read_exporter(arguments->url);
+    for (const std::string& warning : run.warnings) std::cerr << "nimbus doctor: " << warning << "\n";
     const monitor::Diagnosis diagnosis = monitor::diagnose(run);
     std::cout << "nimbus doctor: " << run.source << "\n" << monitor::format_diagnosis(diagnosis);
     return diagnosis.findings.empty() ? 0 : 2;

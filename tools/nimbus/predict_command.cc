@@ -11,6 +11,7 @@
 #include "nimbus/tensor/npy.h"
 #include "nimbus/tensor/safetensors.h"
 #include "nimbus/train/config.h"
+#include "nimbus/train/run_directory.h"
 #include "nimbus/train/trained_model.h"
 
 namespace nimbus::cli {
@@ -28,6 +29,7 @@ Command add_predict_command(CLI::App& app) {
     if (!npy && !output->ends_with(".safetensors")) {
       throw InvalidArgument(fmt::format("--output {}: unknown format", *output), "name a .npy or .safetensors file");
     }
+    train::refuse_output_onto_a_run_file(*output, "--output");
     train::TrainedModel trained = load_model_source(*arguments);
     const nlohmann::json split = data_split(*arguments, trained, /*with_labels=*/false);
     const Tensor x = train::load_idx_images(split, trained.trainer.model());

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "nimbus/base/error.h"
 #include "nimbus/monitor/report.h"
+#include "nimbus/train/run_directory.h"
 
 namespace nimbus::cli {
 
@@ -22,7 +23,10 @@ Command add_report_command(CLI::App& app) {
   report->add_option("-o,--output", arguments->output, "the HTML file (default RUN_DIR/report.html)");
   return [arguments] {
     const std::string path = arguments->output.empty() ? arguments->run_dir + "/report.html" : arguments->output;
-    const std::string html = monitor::render_report(monitor::read_run_dir(arguments->run_dir));
+    train::refuse_output_onto_a_run_file(path, "--output");
+    const monitor::RunRecord run = monitor::read_run_dir(arguments->run_dir);
+    for (const std::string& warning : run.warnings) std::cerr << "nimbus report: " << warning << "\n";
+    const std::string html = monitor::render_report(run);
     std::ofstream out(path);
     if (!out) throw NotFound(fmt::format("{}: cannot write the report", path));
     out << html;

@@ -22,6 +22,7 @@ Command add_train_command(CLI::App& app, const int& threads) {
   struct Arguments {
     std::string config_path, summary_path, run_dir, resume_dir;
     std::vector<std::string> overrides;
+    bool overwrite = false;
   };
   auto arguments = std::make_shared<Arguments>();
   train->add_option("config", arguments->config_path, "the YAML config (with --resume: default RUN_DIR/config.json)");
@@ -30,7 +31,10 @@ Command add_train_command(CLI::App& app, const int& threads) {
   train->add_option("--summary", arguments->summary_path, "also write the run's summary (JSON) to this file");
   train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)");
   train->add_option("--resume", arguments->resume_dir,
-                    "continue the run in this run directory from its newest intact checkpoint");
+                    "continue the run in this run directory from its newest intact checkpoint (from step 0 when it "
+                    "has none yet and the config is its own)");
+  train->add_flag("--overwrite", arguments->overwrite,
+                  "start afresh in a --run-dir that holds a run, moving the old run aside to DIR.replaced-<date-time>");
   auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
   auto* metrics_port = train->add_option("--metrics-port", monitoring->metrics_port,
                                          "serve Prometheus metrics on this port at /metrics (off unless given)");
@@ -44,19 +48,33 @@ Command add_train_command(CLI::App& app, const int& threads) {
   return [arguments, monitoring, &threads] {
     // --threads on the command line wins over runtime.threads in the file.
     if (threads > 0) arguments->overrides.push_back("runtime.threads=" + std::to_string(threads));
-    train::RunOptions options{.run_dir = arguments->run_dir, .monitoring = monitoring.get()};
+    train::RunOptions options{.run_dir = arguments->run_dir,
+                              .start = arguments->overwrite ? train::RunStart::kOverwrite : train::RunStart::kNew,
+                              .monitoring = monitoring.get()};
     if (!arguments->resume_dir.empty()) {
+      if (arguments->overwrite) {
+        throw InvalidArgument(fmt::format("--resume {} and --overwrite: one continues the run, the other replaces it",
+                                          arguments->resume_dir),
+                              "give one of them");
+      }
       if (!arguments->run_dir.empty() && arguments->run_dir != arguments->resume_dir) {
         throw InvalidArgument(fmt::format("--run-dir {} and --resume {} name different folders", arguments->run_dir,
                                           arguments->resume_dir),
                               "a resumed run writes to the folder it resumes");
       }
-      options = {.run_dir = arguments->resume_dir, .resume = true, .monitoring = monitoring.get()};
+      options = {.run_dir = arguments->resume_dir, .start = train::RunStart::kResume, .monitoring = monitoring.get()};
       if (arguments->config_path.empty()) arguments->config_path = options.run_dir + "/config.json";
     }
-    if (options.run_dir.empty()) options.run_dir = train::default_run_dir();
     if (arguments->config_path.empty()) {
       throw InvalidArgument("nimbus train: no config", "nimbus train CONFIG.yaml, or --resume RUN_DIR");
+    }
+    if (!arguments->summary_path.empty()) {
+      train::refuse_output_onto_a_run_file(arguments->summary_path, "--summary");
+      if (!options.run_dir.empty() && train::RunDirectory(options.run_dir).owns(arguments->summary_path)) {
+        throw InvalidArgument(fmt::format("--summary {}: that is a file of this run's directory {}",
+                                          arguments->summary_path, options.run_dir),
+                              "the run writes its summary there as summary.json; give --summary a path outside it");
+      }
     }
     const nlohmann::json config = train::load_config(arguments->config_path, arguments->overrides);
     // Under mpirun with multi_worker_mirrored every worker runs this: rank 0 prints, writes the run
@@ -65,6 +83,10 @@ Command add_train_command(CLI::App& app, const int& threads) {
     const int worker =
         strategy.is_object() && strategy.value("type", "") == "multi_worker_mirrored" ? distribute::launcher_rank() : 0;
     std::ofstream discarded;  // opened on no file: what the other workers would print goes nowhere
+    if (strategy.is_object() && strategy.value("type", "") == "multi_worker_mirrored" && options.run_dir.empty()) {
+      throw InvalidArgument("a multi_worker_mirrored run needs --run-dir",
+                            "every worker must name the same folder: --run-dir runs/NAME");
+    }
     if (worker > 0) {
       options.chief_run_dir = options.run_dir;
       options.run_dir += fmt::format("/worker-{}", worker);
@@ -79,7 +101,7 @@ Command add_train_command(CLI::App& app, const int& threads) {
     }
     if (train::signal_received() != 0) {
       std::cout << fmt::format("stopped by a signal at step {}; continue with: nimbus train --resume {}\n",
-                               summary["steps"].get<int64_t>(), options.run_dir);
+                               summary["steps"].get<int64_t>(), summary["run_dir"].get<std::string>());
       return 0;
     }
     std::cout << fmt::format("samples/s: {:.0f}  final: {}\n", summary["samples_per_sec"].get<double>(),

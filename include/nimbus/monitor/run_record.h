@@ -1,6 +1,6 @@
 // A training run as the monitor recorded it, read back for `nimbus doctor`
 // and `nimbus report`: the run directory's metrics.jsonl (step and sample
-// lines; other line types are skipped), summary.json and config.json, or a live exporter.
+// lines; other line types are skipped; a torn last line too), summary.json and config.json, or a live exporter.
 //
 //   monitor::RunRecord run = monitor::read_run_dir("runs/2026-11-30T15-00");
 //   run.steps.size();  run.samples.front().host_cpu_ratio;
@@ -49,12 +49,14 @@ struct RunRecord {
   std::string source;  // the directory or URL read
   std::vector<StepLine> steps;
   std::vector<SampleLine> samples;
-  nlohmann::json summary;  // null when there is none
-  nlohmann::json config;   // the training config as run; null when there is none
+  nlohmann::json summary;             // null when there is none
+  nlohmann::json config;              // the training config as run; null when there is none
+  std::vector<std::string> warnings;  // what the reader skipped: a torn last line of metrics.jsonl
 };
 
 // Reads DIR/metrics.jsonl (required), DIR/summary.json and DIR/config.json (optional). Throws NotFound
-// when the directory has no metrics.jsonl, DataError naming the file and line of a malformed line.
+// when the directory has no metrics.jsonl, DataError naming the file and line of a malformed line; a
+// torn last line (a killed writer's) is skipped, with a warning in `warnings` (json_lines.h).
 RunRecord read_run_dir(const std::string& directory);
 
 // One scrape of a live exporter as a record: one step line holding the run's totals so far

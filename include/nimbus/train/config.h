@@ -36,14 +36,17 @@
 #include "nimbus/monitor/run_monitor.h"
 #include "nimbus/train/config_schema.h"
 #include "nimbus/train/from_config.h"
+#include "nimbus/train/run_claim.h"
 
 namespace nimbus::train {
 
 struct RunOptions {
   // The run directory (run_directory.h); empty: default_run_dir(), runs/<date-time>.
   std::string run_dir;
-  // Continue from the run directory's newest intact checkpoint (`nimbus train --resume`).
-  bool resume = false;
+  // How the run takes its directory (run_claim.h): a new run (the folder must hold none), --overwrite
+  // (an old run there is moved aside) or --resume (from the newest intact checkpoint; from step 0
+  // when the run has no checkpoint file yet and the config is the run's own).
+  RunStart start = RunStart::kNew;
   // The run's monitor::RunMonitor settings (metrics exporter); null: defaults, no exporter. The
   // monitor always records in the run directory (sample lines, step spans, trace.json).
   const monitor::RunMonitorOptions* monitoring = nullptr;
@@ -54,11 +57,13 @@ struct RunOptions {
 };
 
 // Trains as the config says, printing Keras's progress to `out`, writing the run directory
-// (config.json, metrics.jsonl, checkpoints/, tensorboard/, summary.json). SIGTERM or SIGINT
+// (config.json, metrics.jsonl, checkpoints/, tensorboard/, summary.json). Everything that can refuse
+// the start (the memory check, --resume's checkpoint, a taken metrics port) is checked before the
+// directory is claimed (RunClaim) or any file in it written. SIGTERM or SIGINT
 // checkpoints after the current step and returns early (preemption.h). Returns the summary
 // (RunDirectory::finish): samples_per_sec (after the first 20 steps), samples_total, steps,
-// wall_seconds, peak_memory_bytes, peak_rss_bytes, final (the last epoch's validation metrics,
-// e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
+// wall_seconds, run_dir (the directory, e.g. the default one chosen), peak_memory_bytes, peak_rss_bytes, final (the
+// last epoch's validation metrics, e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
 // elapsed_seconds), interrupted, micro_batch, gradient_accumulation and memory (the pre-run
 // check), input_wait_seconds_total and step_span_seconds (the step profiler's totals per span).
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});

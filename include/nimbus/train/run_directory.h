@@ -7,8 +7,12 @@
 //     metrics.jsonl   one JSON object per step and per epoch (MetricsLogger)
 //     checkpoints/    ckpt-<global step>.safetensors (checkpoint.h), best.safetensors
 //     tensorboard/    train/ and validation/ event files (tensorboard.h)
+//     trace.json      the last steps' timeline (monitor/trace.h)
+//     nimbus.lock     the claim of the process writing here (run_claim.h)
 //
-//   train::RunDirectory run(train::default_run_dir());
+//   train::RunClaim claim(dir, train::RunStart::kNew, std::cout);   // first: one run per folder
+//   train::RunDirectory run(dir);
+//   run.write_config(config);  run.create_folders();
 //   auto metrics = std::make_shared<train::MetricsLogger>(run.metrics_path());
 //   metrics->add_step_fields([](train::Trainer&, nlohmann::ordered_json& line) { line["input_wait"] = 0.1; });
 //   trainer.fit(x, y, {.callbacks = {metrics}});
@@ -33,9 +37,16 @@
 
 namespace nimbus::train {
 
+// The local date and time as run directories are named by it: 2026-11-30T15-40-02.
+std::string run_dir_timestamp();
+
 // A fresh folder runs/<local date-time>, e.g. runs/2026-11-30T15-40-02, created here; a run started
 // in the same second gets runs/2026-11-30T15-40-02-2 (and -3, ...).
 std::string default_run_dir();
+
+// Refuses (InvalidArgument naming `path` and `flag`) an output path that is one of a run directory's
+// own files (RunDirectory::owns), of any run directory above it: `predict -o`, `report -o`, `--summary`.
+void refuse_output_onto_a_run_file(const std::string& path, const std::string& flag);
 
 class MetricsLogger;
 
@@ -49,19 +60,37 @@ struct RunSettings {
   bool write_checkpoints = true;  // false on multi-worker workers other than rank 0
 };
 
+// The folder's names, and what the run writes into it. Constructing one touches nothing on disk:
+// a run claims its folder first (run_claim.h), then create_folders() and the writers below.
 class RunDirectory {
  public:
-  // Creates the folder and its checkpoints/ and tensorboard/ folders (an existing one is reused).
   explicit RunDirectory(std::string path);
   const std::string& path() const { return path_; }
   std::string config_path() const { return path_ + "/config.json"; }
   std::string summary_path() const { return path_ + "/summary.json"; }
   std::string metrics_path() const { return path_ + "/metrics.jsonl"; }
+  std::string trace_path() const { return path_ + "/trace.json"; }
+  std::string oom_checkpoint() const { return path_ + "/oom_checkpoint.safetensors"; }
+  // The advisory lock a running nimbus holds (run_claim.h); it holds the holder's PID.
+  std::string lock_path() const { return path_ + "/nimbus.lock"; }
   std::string checkpoints() const { return path_ + "/checkpoints"; }
   std::string tensorboard() const { return path_ + "/tensorboard"; }
   // The folder's checkpoints/ pattern for ModelCheckpoint: ckpt-{step:08d}.safetensors.
   std::string checkpoint_pattern() const { return checkpoints() + "/ckpt-{step:08d}.safetensors"; }
   std::string best_checkpoint() const { return checkpoints() + "/best.safetensors"; }
+
+  // Whether a run wrote here: config.json, summary.json, metrics.jsonl, trace.json, the OOM checkpoint,
+  // or anything in checkpoints/ or tensorboard/. The lock file and empty folders are no run: they are
+  // what a process killed between its claim and config.json leaves.
+  bool holds_a_run() const;
+  // Whether checkpoints/ holds any file (intact or not).
+  bool has_checkpoint_files() const;
+  // Whether `file` is one of the run's own files (the ones holds_a_run() names, the lock, anything
+  // under checkpoints/, tensorboard/ or a worker-N/ folder), however the path is spelt.
+  bool owns(const std::string& file) const;
+
+  // Creates checkpoints/ and tensorboard/ (the folder itself is the claim's).
+  void create_folders() const;
   // Writes config.json (atomically: a kill leaves the old file or the new one).
   void write_config(const nlohmann::json& config) const;
 

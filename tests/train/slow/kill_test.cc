@@ -74,8 +74,10 @@ TEST(KillNine, EveryResumeContinuesFromTheNewestIntactCheckpoint) {
   int kills = 0, resumes_seen = 0;
   for (int attempt = 0; kills < 10 && attempt < 40; ++attempt) {
     const std::string newest = check_all_intact(killed + "/checkpoints");
+    // As nimbus k8s's container command does: --resume once the run began (config.json), which starts
+    // again from step 0 when the killed process left no checkpoint.
     std::vector<std::string> argv = {kNimbus, "train", config, "--run-dir", killed};
-    if (!newest.empty()) argv = {kNimbus, "train", "--resume", killed};
+    if (std::filesystem::exists(killed + "/config.json")) argv = {kNimbus, "train", config, "--resume", killed};
     ChildProcess child(argv, folder / "out.txt", folder / "err.txt");
     // Every other kill comes while training (after an epoch began and a checkpoint exists, so the
     // next start resumes), the others at any moment from the start.
