@@ -53,3 +53,15 @@ def png(width, height, rows):
 
 
 write("image", "rgb_png", b"\x00" + png(3, 2, [bytes(range(9)), bytes(range(100, 109))]))
+
+
+# Config (the YAML loader): a config as nimbus train reads it, and the hostile texts issue 21 found:
+# a self-alias (block and flow), nine levels of aliases of aliases (a billion laughs), a repeated key.
+os.makedirs(os.path.join(corpus, "config"), exist_ok=True)
+write("config", "mlp", open(os.path.join(here, "..", "examples", "fashion_mnist_mlp.yaml"), "rb").read())
+write("config", "self_alias", b"a: &a\n  b: *a\n")
+write("config", "self_alias_flow", b"fit: {batch_size: &a [*a]}\n")
+laughs = ['l0: &l0 "lol"'] + [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 10)]
+write("config", "billion_laughs", ("\n".join(laughs) + "\n").encode())
+write("config", "repeated_key", b"fit:\n  epochs: 2\n  epochs: 3\n")
+write("config", "anchors", b"base: &base {units: 4, activation: relu}\nlayers:\n  - Dense: *base\n  - Dense: *base\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `fuzz` preset (Debian's clang, libFuzzer, AddressSanitizer) and runs each parser's
-# fuzz target for SECONDS (default 20) from its committed seed corpus (fuzz/corpus/TARGET).
-#   fuzz/run.sh [SECONDS] [TARGET...]      targets: idx csv tfrecord image
+# fuzz target (config: the training config's YAML loader) for SECONDS (default 20) from its
+# committed seed corpus (fuzz/corpus/TARGET).
+#   fuzz/run.sh [SECONDS] [TARGET...]      targets: idx csv tfrecord image config
 # New interesting inputs go to a scratch folder (the committed corpus stays small); a crash stops
 # the script with its input saved as build/fuzz/crash-TARGET-*, to turn into a regression test.
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(idx csv tfrecord image)
+[ ${#targets[@]} -gt 0 ] || targets=(idx csv tfrecord image config)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "${NIMBUS_FUZZ_JOBS:-$(nproc)}"

@@ -112,7 +112,7 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
     if (c.contains("kernel_regularizer")) o.kernel_regularizer = regularizer_from_json(c["kernel_regularizer"]);
     o.name = name;
-    return Dense(c.at("units").get<int64_t>(), o);
+    return Dense(required<int64_t>(c, "units"), o);
   }
   if (class_name == "Conv2D") {
     Conv2DOptions o;
@@ -125,7 +125,7 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     if (c.contains("bias_initializer")) o.bias_initializer = initializer_from_json(c["bias_initializer"]);
     if (c.contains("kernel_regularizer")) o.kernel_regularizer = regularizer_from_json(c["kernel_regularizer"]);
     o.name = name;
-    return Conv2D(c.at("filters").get<int64_t>(), pair_of(c.at("kernel_size")), o);
+    return Conv2D(required<int64_t>(c, "filters"), pair_of(required<nlohmann::json>(c, "kernel_size")), o);
   }
   if (class_name == "DepthwiseConv2D") {
     DepthwiseConv2DOptions o;
@@ -143,7 +143,7 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
       o.depthwise_regularizer = regularizer_from_json(c["depthwise_regularizer"]);
     }
     o.name = name;
-    return DepthwiseConv2D(pair_of(c.at("kernel_size")), o);
+    return DepthwiseConv2D(pair_of(required<nlohmann::json>(c, "kernel_size")), o);
   }
   if (class_name == "MaxPooling2D" || class_name == "AveragePooling2D") {
     Pooling2DOptions o;
@@ -156,15 +156,15 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
   if (class_name == "GlobalAveragePooling2D") return GlobalAveragePooling2D(named);
   if (class_name == "GlobalAveragePooling1D") return GlobalAveragePooling1D(named);
   if (class_name == "Flatten") return Flatten(named);
-  if (class_name == "Reshape") return Reshape(c.at("target_shape").get<Dims>(), named);
-  if (class_name == "Activation") return Activation(c.at("activation").get<std::string>(), named);
+  if (class_name == "Reshape") return Reshape(required<Dims>(c, "target_shape"), named);
+  if (class_name == "Activation") return Activation(required<std::string>(c, "activation"), named);
   if (class_name == "Add") return Add(named);
   if (class_name == "Concatenate") return Concatenate({.axis = value_or<int64_t>(c, "axis", -1), .name = name});
   if (class_name == "Dropout") {
     DropoutOptions o;
     if (c.contains("seed") && !c["seed"].is_null()) o.seed = c["seed"].get<uint64_t>();
     o.name = name;
-    return Dropout(c.at("rate").get<double>(), o);
+    return Dropout(required<double>(c, "rate"), o);
   }
   if (class_name == "BatchNormalization") {
     BatchNormalizationOptions o;
@@ -191,10 +191,10 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
       o.embeddings_initializer = initializer_from_json(c["embeddings_initializer"]);
     }
     o.name = name;
-    return Embedding(c.at("input_dim").get<int64_t>(), c.at("output_dim").get<int64_t>(), o);
+    return Embedding(required<int64_t>(c, "input_dim"), required<int64_t>(c, "output_dim"), o);
   }
   if (class_name == "Rescaling") {
-    return Rescaling(c.at("scale").get<double>(), {.offset = value_or(c, "offset", 0.0), .name = name});
+    return Rescaling(required<double>(c, "scale"), {.offset = value_or(c, "offset", 0.0), .name = name});
   }
   if (class_name == "MultiHeadAttention") {
     MultiHeadAttentionOptions o;
@@ -221,13 +221,13 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
       }
     }
     o.name = name;
-    return MultiHeadAttention(c.at("num_heads").get<int64_t>(), c.at("key_dim").get<int64_t>(), o);
+    return MultiHeadAttention(required<int64_t>(c, "num_heads"), required<int64_t>(c, "key_dim"), o);
   }
   if (class_name == "PositionEmbedding") {
     PositionEmbeddingOptions o;
     if (c.contains("initializer")) o.initializer = initializer_from_json(c["initializer"]);
     o.name = name;
-    return PositionEmbedding(c.at("sequence_length").get<int64_t>(), o);
+    return PositionEmbedding(required<int64_t>(c, "sequence_length"), o);
   }
   if (class_name == "Normalization") {
     NormalizationOptions o;
@@ -283,8 +283,12 @@ Layer layer_from_config(const std::string& class_name, const nlohmann::json& con
                                                                   : policy.get<std::string>());
     }
     return layer;
-  } catch (const nlohmann::json::exception& error) {
-    throw InvalidArgument(fmt::format("{} config {}: {}", class_name, config.dump(), error.what()));
+  } catch (const ArgumentError& error) {
+    throw InvalidArgument(fmt::format("{}: {}", class_name, error.message()), error.hint());
+  } catch (const nlohmann::json::exception&) {
+    throw InvalidArgument(
+        fmt::format("{}: arguments {} are not of the form the layer takes", class_name, config.dump()),
+        "compare them with the layer's arguments in docs/training.md, or Keras's");
   }
 }
 

@@ -1,6 +1,8 @@
 #include "nimbus/nn/layer.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <unordered_set>
 
 #include "nimbus/base/error.h"
+#include "nimbus/base/size_units.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/precision.h"
@@ -22,6 +25,17 @@ std::map<std::string, int>& name_counters() {
   return counters;
 }
 std::atomic<uint64_t> next_node_id{1};
+
+// The most a weight can take on this host: its physical memory, or the process's address-space
+// limit (RLIMIT_AS) when lower.
+double host_memory_bytes() {
+  double bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    bytes = std::min(bytes, static_cast<double>(limit.rlim_cur));
+  }
+  return bytes;
+}
 
 Dims dims_of(const Tensor& tensor) {
   Dims dims = tensor.shape().to_vector();
@@ -114,7 +128,27 @@ void LayerImpl::ensure_built(const std::vector<Dims>& input_shapes) {
 
 Variable LayerImpl::add_weight(const std::string& weight_name, const Shape& shape, const Initializer& initializer,
                                bool weight_trainable, const Regularizer& regularizer) {
-  Variable variable(initializer.make(shape, floatx()), name_ + "/" + weight_name, weight_trainable);
+  // A weight larger than the host's memory is refused before it is allocated (a Dense(100000000)
+  // would otherwise end in std::bad_alloc, or page for minutes), naming the layer and the bytes.
+  double bytes = static_cast<double>(dtype_size(floatx()));
+  for (int64_t d : shape.to_vector()) bytes *= static_cast<double>(d);
+  auto too_large = [&](const std::string& available) {
+    // (The callers, apply_symbolic and Layer::operator(), put the layer's name in front.)
+    return OutOfMemory(
+        fmt::format("its weight '{}' of shape {} in {} needs {}, more than {}", weight_name, shape.to_string(),
+                    dtype_name(floatx()), format_bytes(static_cast<uint64_t>(std::min(bytes, 1e19))), available),
+        "make the layer smaller (fewer units or filters), or its input (a pooling or a "
+        "smaller Flatten before it)");
+  };
+  if (bytes > host_memory_bytes()) {
+    throw too_large(fmt::format("this host's memory, {}", format_bytes(static_cast<uint64_t>(host_memory_bytes()))));
+  }
+  Variable variable;
+  try {
+    variable = Variable(initializer.make(shape, floatx()), name_ + "/" + weight_name, weight_trainable);
+  } catch (const std::bad_alloc&) {
+    throw too_large("the memory left to this process");
+  }
   weights_.push_back({variable, weight_trainable, regularizer});
   return variable;
 }

@@ -579,6 +579,14 @@ void Sequential::add(const Layer& layer) {
     state.set_graph({node}, {node});
     return;
   }
+  // Checkpoints key weights by layer name: a repeated name is refused now, not when the first is saved.
+  for (size_t i = 0; i < state.stack.size(); ++i) {
+    if (state.stack[i].name() == layer.name()) {
+      throw InvalidArgument(fmt::format("Sequential '{}': layer {} ({}) is named '{}', as layer {} is", state.name,
+                                        state.stack.size(), layer->class_name(), layer.name(), i),
+                            "give each layer a distinct name");
+    }
+  }
   state.stack.push_back(layer);
   if (state.built()) {
     const KerasTensor output =

@@ -2,15 +2,17 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "closest_name.h"
+#include "config_source.h"
+#include "config_validation.h"
 #include "nimbus/base/error.h"
-#include "nimbus/nn/layers.h"
 #include "nimbus/train/data_config.h"
+#include "nimbus/train/yaml_loader.h"
 
 namespace nimbus::train {
 
@@ -181,31 +183,6 @@ bool is_section(const std::string& path) {
   return std::find(std::begin(sections), std::end(sections), path) != std::end(sections);
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string closest(const std::string& key, const std::vector<std::string>& known) {
-  std::string best;
-  size_t best_distance = SIZE_MAX;
-  for (const std::string& candidate : known) {
-    const size_t d = edit_distance(key, candidate);
-    if (d < best_distance) best = candidate, best_distance = d;
-  }
-  return best;
-}
-
 std::vector<std::string> known_paths() {
   std::vector<std::string> paths;
   for (const auto& [path, spec] : config_schema()) paths.push_back(path);
@@ -225,63 +202,23 @@ std::string keys_beside(const std::string& path) {
   return siblings.empty() ? "" : fmt::format("valid keys under {}: {}", parent, fmt::join(siblings, ", "));
 }
 
-// YAML -> JSON, remembering each path's line for messages.
-struct Source {
-  std::string name;
-  std::map<std::string, int> lines{};
-  std::string where(const std::string& path) const {
-    const auto it = lines.find(path);
-    return it == lines.end() ? name : fmt::format("{}:{}", name, it->second);
-  }
-};
-
-Json scalar_to_json(const YAML::Node& node) {
-  if (node.Tag() == "!") return node.Scalar();  // quoted: a string
-  const std::string& text = node.Scalar();
-  if (text == "~" || text == "null" || text.empty()) return nullptr;
-  if (text == "true" || text == "True") return true;
-  if (text == "false" || text == "False") return false;
-  int64_t integer = 0;
-  if (YAML::convert<int64_t>::decode(node, integer) && text.find_first_of(".eE") == std::string::npos) return integer;
-  double number = 0;
-  if (YAML::convert<double>::decode(node, number)) return number;
-  return text;
-}
-
-Json to_json(const YAML::Node& node, const std::string& path, Source& source) {
-  if (node.Mark().line >= 0) source.lines.emplace(path, node.Mark().line + 1);
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      Json object = Json::object();
-      for (const auto& entry : node) {
-        const std::string key = entry.first.as<std::string>();
-        const std::string child = path.empty() ? key : fmt::format("{}.{}", path, key);
-        if (entry.first.Mark().line >= 0) source.lines[child] = entry.first.Mark().line + 1;
-        object[key] = to_json(entry.second, child, source);
-      }
-      return object;
-    }
-    case YAML::NodeType::Sequence: {
-      Json list = Json::array();
-      for (size_t i = 0; i < node.size(); ++i) list.push_back(to_json(node[i], fmt::format("{}[{}]", path, i), source));
-      return list;
-    }
-    case YAML::NodeType::Scalar: return scalar_to_json(node);
-    default: return nullptr;
-  }
-}
-
 // Checks every key under `value` (at `path`) against the schema.
-void check(const Json& value, const std::string& path, const Source& source) {
+void check(const Json& value, const std::string& path, const ConfigSource& source) {
   if (!path.empty() && !is_section(path)) {
     const auto it = config_schema().find(path);
     if (it == config_schema().end()) {
       throw InvalidArgument(fmt::format("{}: unknown key '{}'", source.where(path), path),
-                            fmt::format("did you mean '{}'? {}", closest(path, known_paths()), keys_beside(path)));
+                            fmt::format("did you mean '{}'? {}", closest_name(path, known_paths()), keys_beside(path)));
+    }
+    if (value.is_null() && !it->second.fallback.is_null()) {
+      throw InvalidArgument(fmt::format("{}: {} is empty", source.where(path), path),
+                            fmt::format("give it a value, or leave the key out for its default, {}",
+                                        it->second.fallback.is_string() ? it->second.fallback.get<std::string>()
+                                                                        : it->second.fallback.dump()));
     }
     if (!value.is_null() && !matches(value, it->second.type)) {
       throw InvalidArgument(fmt::format("{}: {} must be {}, got {}", source.where(path), path,
-                                        config_type_name(it->second.type), value.dump()));
+                                        config_type_name(it->second.type), as_written(value)));
     }
     // Free-form parts: the model's layers (checked against each layer's arguments) and Keras configs.
     if (path == "model.layers" || path == "model.config" || path == "model.build_config" ||
@@ -297,16 +234,27 @@ void check(const Json& value, const std::string& path, const Source& source) {
   }
 }
 
-void apply_override(Json& config, const std::string& assignment, Source& source) {
+void apply_override(Json& config, const std::string& assignment, ConfigSource& source) {
+  // Messages name the flag; a long one is cut there, not echoed whole.
+  const std::string flag = assignment.size() <= 120
+                               ? assignment
+                               : fmt::format("{}... ({} characters)", assignment.substr(0, 100), assignment.size());
   const size_t equals = assignment.find('=');
   if (equals == std::string::npos) {
-    throw InvalidArgument(fmt::format("--set {}: expected key.path=value", assignment), "e.g. --set fit.epochs=3");
+    throw InvalidArgument(fmt::format("--set {}: expected KEY=VALUE", flag), "e.g. --set fit.epochs=3");
   }
   const std::string path = assignment.substr(0, equals);
   if (!config_schema().count(path)) {
-    throw InvalidArgument(fmt::format("--set {}: unknown key '{}'", assignment, path),
-                          fmt::format("did you mean '{}'?", closest(path, known_paths())));
+    throw InvalidArgument(fmt::format("--set {}: unknown key '{}'", flag, path),
+                          fmt::format("did you mean '{}'?", closest_name(path, known_paths())));
   }
+  const std::string text = assignment.substr(equals + 1);
+  if (text.find_first_not_of(" \t") == std::string::npos) {
+    throw InvalidArgument(
+        fmt::format("--set {}: no value after '='", flag),
+        fmt::format("give one (--set {}=VALUE), or leave the flag out to keep the config's value", path));
+  }
+  Json value = load_yaml(text, "--set " + flag).value;
   Json* node = &config;
   std::stringstream parts(path);
   std::string part;
@@ -318,9 +266,8 @@ void apply_override(Json& config, const std::string& assignment, Source& source)
     if (next.is_null()) next = Json::object();
     node = &next;
   }
-  Source scratch{"--set"};
-  (*node)[keys.back()] = to_json(YAML::Load(assignment.substr(equals + 1)), path, scratch);
-  source.lines.erase(path);
+  (*node)[keys.back()] = std::move(value);
+  source.set_by_override(path, flag);
 }
 
 void fill_defaults(Json& config) {
@@ -346,53 +293,14 @@ void fill_defaults(Json& config) {
   }
 }
 
-// Each layer entry is {ClassName: {arguments}}; arguments are checked against the layer's own config keys.
-void check_layers(const Json& config, const Source& source) {
-  const Json& model = config.at("model");
-  if (model.contains("class_name")) return;  // Keras's to_json form, read by model_from_config
-  if (!model.contains("layers") || !model.contains("input_shape")) {
-    throw InvalidArgument(fmt::format("{}: the model needs input_shape and layers", source.where("model")),
-                          "or Keras's to_json() form with class_name and config");
-  }
-  const Json& layers = model.at("layers");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string path = fmt::format("model.layers[{}]", i);
-    const Json& entry = layers[i];
-    if (!entry.is_object() || entry.size() != 1) {
-      throw InvalidArgument(
-          fmt::format("{}: layer {} must be one 'ClassName: {{arguments}}' entry", source.where(path), i),
-          "e.g. - Dense: {units: 10}");
-    }
-    const std::string class_name = entry.begin().key();
-    const Json arguments = entry.begin().value().is_null() ? Json::object() : entry.begin().value();
-    const nn::Layer layer = nn::layer_from_config(class_name, arguments);
-    const Json known = layer->get_config();
-    for (const auto& [key, value] : arguments.items()) {
-      // inbound: the functional form (nn::model_from_layer_list); dtype_policy: any layer's (layer_from_config).
-      if (!known.contains(key) && key != "inbound" && key != "dtype_policy") {
-        std::vector<std::string> names;
-        for (const auto& [name, v] : known.items()) names.push_back(name);
-        throw InvalidArgument(
-            fmt::format("{}: layer {} ({}) has no argument '{}'",
-                        source.where(fmt::format("{}.{}.{}", path, class_name, key)), i, class_name, key),
-            fmt::format("did you mean '{}'?", closest(key, names)));
-      }
-    }
-  }
-}
-
 }  // namespace
 
 nlohmann::json parse_config(const std::string& yaml_text, const std::string& source_name,
                             const std::vector<std::string>& overrides) {
-  Source source{source_name};
-  Json config;
-  try {
-    config = to_json(YAML::Load(yaml_text), "", source);
-  } catch (const YAML::Exception& error) {
-    throw InvalidArgument(fmt::format("{}:{}: {}", source_name, error.mark.line + 1, error.msg));
-  }
-  if (config.is_null()) config = Json::object();
+  ConfigSource source(source_name);
+  YamlDocument document = load_yaml(yaml_text, source_name);
+  Json config = document.value.is_null() ? Json::object() : std::move(document.value);
+  source.set_lines(std::move(document.lines));
   check(config, "", source);
   for (const std::string& assignment : overrides) apply_override(config, assignment, source);
   check(config, "", source);
@@ -417,16 +325,19 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
       }
     }
   }
-  check_layers(config, source);
+  validate_config(config, source);
   return config;
 }
 
 nlohmann::json load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw NotFound(fmt::format("{}: cannot open the config", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path, overrides);
+  // Reads at most one byte past the loader's limit, so that a huge file is refused without being read.
+  const size_t limit = YamlLimits{}.max_bytes;
+  std::string text(limit + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_config(text, path, overrides);
 }
 
 }  // namespace nimbus::train

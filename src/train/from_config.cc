@@ -1,7 +1,9 @@
 #include "nimbus/train/from_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "nimbus/base/error.h"
@@ -38,42 +40,6 @@ nn::Dims input_shape_of(const nn::Model& model) {
   return nn::Dims(shape.begin() + 1, shape.end());
 }
 
-std::shared_ptr<Optimizer> make_optimizer(const Json& spec) {
-  const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
-  const std::string name = options.value("name", std::string("adam"));
-  std::optional<double> clipnorm, global_clipnorm;
-  if (options.contains("clipnorm")) clipnorm = options["clipnorm"].get<double>();
-  if (options.contains("global_clipnorm")) global_clipnorm = options["global_clipnorm"].get<double>();
-  if (name == "sgd") {
-    return SGD({.learning_rate = options.value("learning_rate", 0.01),
-                .momentum = options.value("momentum", 0.0),
-                .nesterov = options.value("nesterov", false),
-                .clipnorm = clipnorm,
-                .global_clipnorm = global_clipnorm});
-  }
-  if (name == "adam" || name == "adamw") {
-    AdamWOptions o{.learning_rate = options.value("learning_rate", 1e-3),
-                   .weight_decay = options.value("weight_decay", name == "adamw" ? 0.004 : 0.0),
-                   .beta_1 = options.value("beta_1", 0.9),
-                   .beta_2 = options.value("beta_2", 0.999),
-                   .epsilon = options.value("epsilon", 1e-7),
-                   .clipnorm = clipnorm,
-                   .global_clipnorm = global_clipnorm};
-    if (options.contains("fused")) o.fused = options["fused"].get<bool>();
-    return AdamW(o);
-  }
-  if (name == "rmsprop") {
-    return RMSprop({.learning_rate = options.value("learning_rate", 1e-3),
-                    .rho = options.value("rho", 0.9),
-                    .momentum = options.value("momentum", 0.0),
-                    .epsilon = options.value("epsilon", 1e-7),
-                    .centered = options.value("centered", false),
-                    .clipnorm = clipnorm,
-                    .global_clipnorm = global_clipnorm});
-  }
-  return get_optimizer(name, options.value("learning_rate", 1e-3));  // the error lists the names
-}
-
 // A pipeline split's (x, y), every batch joined: validation data as fit(x, y) and evaluate take it.
 std::pair<Tensor, Tensor> collect_pipeline(const Json& split, const std::string& section) {
   const uint64_t seed = runtime_options().seed.value_or(0);
@@ -89,9 +55,111 @@ std::pair<Tensor, Tensor> collect_pipeline(const Json& split, const std::string&
 
 }  // namespace
 
-Loss loss_from_config(const nlohmann::json& spec) {
+namespace {
+
+// What a config can name in compile.optimizer or compile.loss: Keras's snake-case name or class
+// name, and the arguments it takes (any other is refused, not dropped).
+struct ConfigurableKind {
+  const char* name;
+  const char* keras_class;
+  std::vector<std::string> arguments;
+};
+
+const std::vector<ConfigurableKind>& optimizer_kinds() {
+  static const std::vector<std::string> adam = {"learning_rate", "beta_1",   "beta_2",          "epsilon",
+                                                "weight_decay",  "clipnorm", "global_clipnorm", "fused"};
+  static const std::vector<ConfigurableKind> kinds = {
+      {"adam", "Adam", adam},
+      {"sgd", "SGD", {"learning_rate", "momentum", "nesterov", "clipnorm", "global_clipnorm"}},
+      {"adamw", "AdamW", adam},
+      {"rmsprop",
+       "RMSprop",
+       {"learning_rate", "rho", "momentum", "epsilon", "centered", "clipnorm", "global_clipnorm"}}};
+  return kinds;
+}
+
+const std::vector<ConfigurableKind>& loss_kinds() {
+  static const std::vector<std::string> crossentropy = {"from_logits", "label_smoothing"};
+  static const std::vector<ConfigurableKind> kinds = {
+      {"sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", crossentropy},
+      {"categorical_crossentropy", "CategoricalCrossentropy", crossentropy},
+      {"binary_crossentropy", "BinaryCrossentropy", crossentropy},
+      {"mse", "MeanSquaredError", {}},
+      {"mean_squared_error", "MeanSquaredError", {}},
+      {"mae", "MeanAbsoluteError", {}},
+      {"mean_absolute_error", "MeanAbsoluteError", {}}};
+  return kinds;
+}
+
+// `spec` (a name, or {name, arguments...}) as {name, arguments...}, its kind found by either
+// spelling (the first kind when unnamed) and every argument checked against the kind's: `what` is
+// "optimizer" or "loss".
+std::pair<Json, const ConfigurableKind*> find_kind(const Json& spec, const std::vector<ConfigurableKind>& kinds,
+                                                   const char* what) {
   const Json options = spec.is_string() ? Json{{"name", spec}} : spec;
-  const std::string name = options.value("name", std::string("sparse_categorical_crossentropy"));
+  const std::string name = options.value("name", std::string(kinds.front().name));
+  const auto kind = std::find_if(kinds.begin(), kinds.end(),
+                                 [&](const ConfigurableKind& k) { return name == k.name || name == k.keras_class; });
+  if (kind == kinds.end()) {
+    std::vector<std::string> names;
+    for (const ConfigurableKind& k : kinds) names.push_back(fmt::format("{} ({})", k.name, k.keras_class));
+    throw InvalidArgument(fmt::format("unknown {} '{}'", what, name),
+                          fmt::format("use one of {}", fmt::join(names, ", ")));
+  }
+  for (const auto& [key, value] : options.items()) {
+    if (key == "name" || std::find(kind->arguments.begin(), kind->arguments.end(), key) != kind->arguments.end()) {
+      continue;
+    }
+    throw InvalidArgument(fmt::format("{} takes no argument '{}'", kind->keras_class, key),
+                          kind->arguments.empty() ? fmt::format("remove it: {} takes none", kind->keras_class)
+                                                  : fmt::format("remove it; {}'s arguments: {}", kind->keras_class,
+                                                                fmt::join(kind->arguments, ", ")));
+  }
+  return {options, &*kind};
+}
+
+std::optional<double> optional_number(const Json& options, const char* key) {
+  if (!options.contains(key) || options[key].is_null()) return std::nullopt;
+  return options[key].get<double>();
+}
+
+}  // namespace
+
+std::shared_ptr<Optimizer> optimizer_from_config(const nlohmann::json& spec) {
+  const auto [options, kind] = find_kind(spec, optimizer_kinds(), "optimizer");
+  const std::string name = kind->name;
+  const std::optional<double> clipnorm = optional_number(options, "clipnorm");
+  const std::optional<double> global_clipnorm = optional_number(options, "global_clipnorm");
+  if (name == "sgd") {
+    return SGD({.learning_rate = options.value("learning_rate", 0.01),
+                .momentum = options.value("momentum", 0.0),
+                .nesterov = options.value("nesterov", false),
+                .clipnorm = clipnorm,
+                .global_clipnorm = global_clipnorm});
+  }
+  if (name == "rmsprop") {
+    return RMSprop({.learning_rate = options.value("learning_rate", 1e-3),
+                    .rho = options.value("rho", 0.9),
+                    .momentum = options.value("momentum", 0.0),
+                    .epsilon = options.value("epsilon", 1e-7),
+                    .centered = options.value("centered", false),
+                    .clipnorm = clipnorm,
+                    .global_clipnorm = global_clipnorm});
+  }
+  AdamWOptions adam{.learning_rate = options.value("learning_rate", 1e-3),
+                    .weight_decay = options.value("weight_decay", name == "adamw" ? 0.004 : 0.0),
+                    .beta_1 = options.value("beta_1", 0.9),
+                    .beta_2 = options.value("beta_2", 0.999),
+                    .epsilon = options.value("epsilon", 1e-7),
+                    .clipnorm = clipnorm,
+                    .global_clipnorm = global_clipnorm};
+  if (options.contains("fused")) adam.fused = options["fused"].get<bool>();
+  return AdamW(adam);
+}
+
+Loss loss_from_config(const nlohmann::json& spec) {
+  const auto [options, kind] = find_kind(spec, loss_kinds(), "loss");
+  const std::string name = kind->name;
   const CrossentropyOptions cross{.from_logits = options.value("from_logits", false),
                                   .label_smoothing = options.value("label_smoothing", 0.0)};
   if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy(cross);
@@ -193,7 +261,7 @@ std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
   const Json& compile_section = config.at("compile");
   const Json& runtime = config.at("runtime");
-  return compile(std::move(model), {.optimizer = make_optimizer(compile_section.at("optimizer")),
+  return compile(std::move(model), {.optimizer = optimizer_from_config(compile_section.at("optimizer")),
                                     .loss = loss_from_config(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
                                     .strategy = strategy_of(runtime)});

@@ -56,6 +56,14 @@ class CosineDecaySchedule : public LearningRateSchedule {
   CosineDecayOptions options_;
 };
 
+// "Adam: beta_1 must be in [0, 1), got 1.5": an argument outside its range (NaN is outside every range).
+void require(bool in_range, const std::string& optimizer, const char* argument, const char* range, double value) {
+  if (!in_range) {
+    throw InvalidArgument(fmt::format("{}: {} must be {}, got {}", optimizer, argument, range, value),
+                          fmt::format("give {} {}", argument, range));
+  }
+}
+
 // Sum of squares in f64 (from f32 for the half types, whose squares overflow).
 Tensor squared_norm(const Tensor& g) {
   const Tensor wide = g.dtype() == DType::kF16 || g.dtype() == DType::kBF16 ? cast(g, DType::kF32) : g;
@@ -84,8 +92,15 @@ Optimizer::Optimizer(std::string name, LearningRate learning_rate, ClipOptions c
   if (clip_.clipnorm && clip_.global_clipnorm) {
     throw InvalidArgument(fmt::format("{}: set clipnorm or global_clipnorm, not both", name_));
   }
-  if ((clip_.clipnorm && *clip_.clipnorm <= 0) || (clip_.global_clipnorm && *clip_.global_clipnorm <= 0)) {
-    throw InvalidArgument(fmt::format("{}: clipnorm and global_clipnorm must be positive", name_));
+  if (clip_.clipnorm)
+    require(*clip_.clipnorm > 0 && std::isfinite(*clip_.clipnorm), name_, "clipnorm", "> 0", *clip_.clipnorm);
+  if (clip_.global_clipnorm) {
+    require(*clip_.global_clipnorm > 0 && std::isfinite(*clip_.global_clipnorm), name_, "global_clipnorm", "> 0",
+            *clip_.global_clipnorm);
+  }
+  if (!learning_rate_.is_schedule()) {
+    const double rate = learning_rate_.at(0);
+    require(rate > 0 && std::isfinite(rate), name_, "learning_rate", "a finite number > 0", rate);
   }
 }
 
@@ -204,7 +219,7 @@ class SGDOptimizer : public Optimizer {
  public:
   explicit SGDOptimizer(const SGDOptions& options)
       : Optimizer("SGD", options.learning_rate, {options.clipnorm, options.global_clipnorm}), options_(options) {
-    if (options.momentum < 0 || options.momentum > 1) throw InvalidArgument("SGD: momentum must be in [0, 1]");
+    require(options.momentum >= 0 && options.momentum <= 1, name(), "momentum", "in [0, 1]", options.momentum);
   }
   std::shared_ptr<Optimizer> clone() const override { return std::make_shared<SGDOptimizer>(options_); }
 
@@ -233,7 +248,14 @@ class AdamOptimizer : public Optimizer {
  public:
   AdamOptimizer(std::string name, const AdamWOptions& options)
       : Optimizer(std::move(name), options.learning_rate, {options.clipnorm, options.global_clipnorm}),
-        options_(options) {}
+        options_(options) {
+    require(options.beta_1 >= 0 && options.beta_1 < 1, this->name(), "beta_1", "in [0, 1)", options.beta_1);
+    require(options.beta_2 >= 0 && options.beta_2 < 1, this->name(), "beta_2", "in [0, 1)", options.beta_2);
+    require(options.epsilon >= 0 && std::isfinite(options.epsilon), this->name(), "epsilon", "a finite number >= 0",
+            options.epsilon);
+    require(options.weight_decay >= 0 && std::isfinite(options.weight_decay), this->name(), "weight_decay",
+            "a finite number >= 0", options.weight_decay);
+  }
   std::shared_ptr<Optimizer> clone() const override { return std::make_shared<AdamOptimizer>(name(), options_); }
 
  protected:
@@ -328,7 +350,12 @@ class AdamOptimizer : public Optimizer {
 class RMSpropOptimizer : public Optimizer {
  public:
   explicit RMSpropOptimizer(const RMSpropOptions& options)
-      : Optimizer("RMSprop", options.learning_rate, {options.clipnorm, options.global_clipnorm}), options_(options) {}
+      : Optimizer("RMSprop", options.learning_rate, {options.clipnorm, options.global_clipnorm}), options_(options) {
+    require(options.rho >= 0 && options.rho < 1, name(), "rho", "in [0, 1)", options.rho);
+    require(options.momentum >= 0 && options.momentum <= 1, name(), "momentum", "in [0, 1]", options.momentum);
+    require(options.epsilon >= 0 && std::isfinite(options.epsilon), name(), "epsilon", "a finite number >= 0",
+            options.epsilon);
+  }
   std::shared_ptr<Optimizer> clone() const override { return std::make_shared<RMSpropOptimizer>(options_); }
 
  protected:

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/train/from_config.h"
 #include "train_test_util.h"
 
 namespace nimbus::testing {
@@ -98,6 +100,114 @@ TEST(Config, OverridesSetKnownKeysOnly) {
   EXPECT_NE(unknown.find("did you mean 'fit.batch_size'?"), std::string::npos) << unknown;
   const std::string bad = error_of([] { train::parse_config(kSmall, "s", {"runtime.graph=maybe"}); });
   EXPECT_NE(bad.find("runtime.graph must be a boolean"), std::string::npos) << bad;
+}
+
+// w after two steps of `optimizer` from w = 1 with gradients 1 then -1.
+double after_two_steps(train::Optimizer& optimizer) {
+  Variable w(Tensor::from_vector<double>({1.0}, {1}), "w", true);
+  optimizer.build({w});
+  for (const double g : {1.0, -1.0}) optimizer.apply_gradients({Tensor::from_vector<double>({g}, {1})}, {w});
+  return w.value().to_vector<double>()[0];
+}
+
+TEST(Config, KerasOptimizerNamesKeepEveryArgument) {
+  // SGD with momentum 0.9, rate 0.1: v = 0.9 v - 0.1 g; w += v. Without the momentum, w would be 1.
+  auto sgd = train::optimizer_from_config({{"name", "SGD"}, {"learning_rate", 0.1}, {"momentum", 0.9}});
+  double w = 1, v = 0;
+  for (const double g : {1.0, -1.0}) v = 0.9 * v - 0.1 * g, w += v;
+  EXPECT_NEAR(after_two_steps(*sgd), w, 1e-12);
+  EXPECT_NE(w, 1.0);
+  // Adam with beta_1 0.5, by Keras's rule (optimizers.h); the default 0.9 would give another w.
+  auto adam = train::optimizer_from_config({{"name", "Adam"}, {"learning_rate", 0.1}, {"beta_1", 0.5}});
+  auto adam_rule = [](double beta_1) {
+    double w = 1, m = 0, v = 0;
+    int t = 0;
+    for (const double g : {1.0, -1.0}) {
+      ++t;
+      m = beta_1 * m + (1 - beta_1) * g;
+      v = 0.999 * v + 0.001 * g * g;
+      w -= 0.1 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(beta_1, t)) * m / (std::sqrt(v) + 1e-7);
+    }
+    return w;
+  };
+  EXPECT_NEAR(after_two_steps(*adam), adam_rule(0.5), 1e-9);
+  EXPECT_GT(std::abs(adam_rule(0.5) - adam_rule(0.9)), 0.01);
+  // Both spellings name one optimizer; an argument the optimizer does not take is refused, not dropped.
+  EXPECT_EQ(train::optimizer_from_config("rmsprop")->name(), train::optimizer_from_config("RMSprop")->name());
+  const std::string dropped = error_of([] { train::optimizer_from_config({{"name", "SGD"}, {"beta_1", 0.5}}); });
+  EXPECT_NE(dropped.find("SGD takes no argument 'beta_1'"), std::string::npos) << dropped;
+  const std::string range = error_of([] { train::optimizer_from_config({{"name", "adam"}, {"beta_1", 1.0}}); });
+  EXPECT_NE(range.find("beta_1 must be in [0, 1), got 1"), std::string::npos) << range;
+  const std::string loss = error_of([] { train::loss_from_config({{"name", "mae"}, {"from_logits", true}}); });
+  EXPECT_NE(loss.find("MeanAbsoluteError takes no argument 'from_logits'"), std::string::npos) << loss;
+}
+
+// The error of kSmall with `from` replaced by `to` (and `overrides`), message and hint.
+std::string refusal(const std::string& from, const std::string& to, const std::vector<std::string>& overrides = {}) {
+  std::string text = kSmall;
+  if (!from.empty()) text.replace(text.find(from), from.size(), to);
+  return error_of([&] { train::parse_config(text, "small.yaml", overrides); });
+}
+
+TEST(Config, ValidationNamesLineKeyAndRemedy) {
+  EXPECT_NE(refusal("epochs: 2", "epochs: -1").find("small.yaml:9: fit.epochs is -1; it must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(refusal("epochs: 2", "epochs: .inf").find("small.yaml:9: fit.epochs must be an integer, got .inf"),
+            std::string::npos);
+  EXPECT_NE(refusal("epochs: 2", "epochs: 2\n  initial_epoch: 2").find("fit.initial_epoch (2) leaves no epoch"),
+            std::string::npos);
+  EXPECT_NE(refusal("epochs: 2", "epochs: 2\n  batch_size:").find("small.yaml:10: fit.batch_size is empty"),
+            std::string::npos);
+  const std::string accumulation = refusal("epochs: 2", "epochs: 2\n  batch_size: 10\n  gradient_accumulation: 4");
+  EXPECT_NE(accumulation.find("small.yaml:11: fit.gradient_accumulation 4 does not divide fit.batch_size 10"),
+            std::string::npos)
+      << accumulation;
+  EXPECT_NE(accumulation.find("e.g. 8"), std::string::npos) << accumulation;
+  const std::string flag = refusal("", "", {"fit.steps_per_epoch=-2"});
+  EXPECT_NE(flag.find("--set fit.steps_per_epoch=-2: fit.steps_per_epoch is -2"), std::string::npos) << flag;
+  const std::string type = refusal("", "", {"fit.epochs=five"});
+  EXPECT_NE(type.find("--set fit.epochs=five: fit.epochs must be an integer"), std::string::npos) << type;
+  const std::string empty = refusal("", "", {"fit.batch_size="});
+  EXPECT_NE(empty.find("--set fit.batch_size=: no value after '='"), std::string::npos) << empty;
+  const std::string rate = refusal("", "", {"compile.optimizer.learning_rate=0"});
+  EXPECT_NE(rate.find("--set compile.optimizer.learning_rate=0: compile.optimizer.learning_rate: AdamW: "
+                      "learning_rate must be a finite number > 0, got 0"),
+            std::string::npos)
+      << rate;
+}
+
+TEST(Config, LayerErrorsNameLineAndLayerIndex) {
+  const std::string missing = refusal("units: 3", "activation: relu");
+  EXPECT_NE(missing.find("small.yaml:5: layer 1 (Dense): Dense: needs the argument 'units'"), std::string::npos)
+      << missing;
+  EXPECT_EQ(missing.find("json.exception"), std::string::npos) << missing;
+  const std::string units = refusal("units: 3", "units: 0");
+  EXPECT_NE(units.find("small.yaml:5: layer 1 (Dense): Dense: units must be positive"), std::string::npos) << units;
+  const std::string type = refusal("units: 3", "units: 2.5");
+  EXPECT_NE(type.find("layer 1 (Dense): Dense: the argument 'units' must be an integer, got 2.5"), std::string::npos)
+      << type;
+  const std::string names = refusal("- Flatten: {}", "- Flatten: {name: f}\n    - Dense: {units: 2, name: f}");
+  EXPECT_NE(names.find("small.yaml:5: layers 0 and 1 are both named 'f'"), std::string::npos) << names;
+  const std::string empty = refusal("    - Flatten: {}\n    - Dense: {units: 3}\n", "    []\n");
+  EXPECT_NE(empty.find("model.layers is empty"), std::string::npos) << empty;
+}
+
+TEST(Config, ASequentialRefusesARepeatedLayerName) {
+  nn::Sequential model({}, "twice");
+  model.add(nn::Dense(2, {.name = "d"}));
+  const std::string message = error_of([&] { model.add(nn::Dense(2, {.name = "d"})); });
+  EXPECT_NE(message.find("Sequential 'twice': layer 1 (Dense) is named 'd', as layer 0 is"), std::string::npos)
+      << message;
+}
+
+TEST(Config, AWeightLargerThanTheHostIsRefusedBeforeItIsAllocated) {
+  nn::Sequential model({}, "huge");
+  model.add(nn::Input({1 << 20}));
+  const std::string message = error_of([&] { model.add(nn::Dense(int64_t{1} << 40)); });
+  EXPECT_NE(message.find("(Dense)"), std::string::npos) << message;
+  EXPECT_NE(message.find("its weight 'kernel' of shape [1048576, 1099511627776] in f32 needs"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("make the layer smaller"), std::string::npos) << message;
 }
 
 TEST(Config, RunsEndToEndOnIdxFilesAndSummarizes) {

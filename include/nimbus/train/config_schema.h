@@ -6,11 +6,15 @@
 //   const ConfigKey& key = config_schema().at("fit.batch_size");   // {kIntOrAuto, 32}
 //   config_type_name(key.type);                                    // "an integer or auto"
 //
-// Every key is checked: an unknown key is an InvalidArgument naming the file,
-// the line and the closest known key; a value of the wrong type names the key,
-// the line and the expected type. Overrides ("fit.epochs=3", as `--set`)
-// apply to keys the schema knows, whether or not the file has them; the value
-// is parsed as YAML and checked like the file's.
+// The text is read by the config loader (yaml_loader.h: aliases, depth and sizes
+// limited, repeated keys refused). Every key is checked: an unknown key is an
+// InvalidArgument naming the file, the line and the closest known key; a value
+// of the wrong type names the key, the line and the expected type. Overrides
+// ("fit.epochs=3", as `--set`) apply to keys the schema knows, whether or not
+// the file has them; the value is parsed as YAML and checked like the file's,
+// and errors about it name the `--set` argument. Then the whole config's values
+// are validated (src/train/config_validation.h: ranges, NaN, layers, optimizer
+// and loss arguments), so every reader refuses the same configs.
 #pragma once
 
 #include <map>

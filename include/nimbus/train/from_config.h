@@ -31,7 +31,11 @@ Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
                                          const std::string& section);
 Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model);
-// compile.loss's value: a name, or {name, from_logits, label_smoothing}.
+// compile.optimizer's value: a name, or {name, arguments...}; the name in Keras's snake case (adam) or
+// as its class (Adam), with every argument the optimizer takes. InvalidArgument for an unknown name,
+// an argument the optimizer does not take, or a value out of its range.
+std::shared_ptr<Optimizer> optimizer_from_config(const nlohmann::json& spec);
+// compile.loss's value: a name, or {name, from_logits, label_smoothing}, named as optimizers are.
 Loss loss_from_config(const nlohmann::json& spec);
 
 // data.train as fit takes it: the IDX shorthand's tensors, or the pipeline with its first batch (the
