@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
 
 namespace nimbus::data {
 namespace {
@@ -145,7 +146,7 @@ Tensor read_idx(const std::string& path) {
   reader.read(raw.data(), raw.size(), fmt::format("{} elements of shape {}", count, shape.to_string()).c_str());
   if (type->width > 1) swap_bytes(raw.data(), count, type->width);
 
-  Tensor result = Tensor::empty(shape, type->dtype);
+  Tensor result = host_tensor(shape, type->dtype);
   switch (type->code) {
     case 0x09: {
       auto* dst = result.data<int32_t>();

@@ -4,75 +4,19 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 
 #include "nimbus/base/error.h"
+#include "nimbus/device/host_memory.h"
 #include "src/data/pipeline.h"
 
 namespace nimbus::data {
 
-namespace {
-
-// Freed host buffers of 64 KiB and more, kept by size for the next tensor of
-// that size. A pipeline allocates the same sizes over and over (decoded
-// images, batches); fresh large blocks come from mmap, and touching their
-// pages costs more than decoding (page faults are dear in a VM). Bounded:
-// past kCachedBytesMax the buffer goes back to malloc.
-class HostBufferCache {
- public:
-  static constexpr size_t kMinBytes = size_t{64} << 10;
-  static constexpr size_t kCachedBytesMax = size_t{256} << 20;
-
-  void* allocate(size_t bytes) {
-    if (bytes >= kMinBytes) {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(bytes);
-      if (it != free_.end() && !it->second.empty()) {
-        void* data = it->second.back();
-        it->second.pop_back();
-        cached_ -= bytes;
-        return data;
-      }
-    }
-    return std::malloc(bytes);
-  }
-  void release(void* data, size_t bytes) {
-    if (bytes >= kMinBytes) {
-      std::lock_guard lock(mutex_);
-      if (cached_ + bytes <= kCachedBytesMax) {
-        free_[bytes].push_back(data);
-        cached_ += bytes;
-        return;
-      }
-    }
-    std::free(data);
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0;
-};
-
-// Never destroyed: tensors may outlive static destruction.
-HostBufferCache& host_buffers() {
-  static auto* cache = new HostBufferCache();
-  return *cache;
-}
-
-}  // namespace
-
 Tensor host_tensor(const Shape& shape, DType dtype) {
-  const size_t bytes = std::max<size_t>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), 1);
-  void* data = host_buffers().allocate(bytes);
-  if (data == nullptr) throw OutOfMemory(fmt::format("input pipeline: cannot allocate {} bytes of host memory", bytes));
-  auto storage =
-      std::make_shared<Storage>(Device::cpu(), data, bytes, [data, bytes] { host_buffers().release(data, bytes); });
-  return Tensor::view(std::move(storage), 0, shape, dtype);
+  const HostMemoryScope host;
+  return Tensor::empty(shape, dtype, Device::cpu());
 }
 
 Tensor string_tensor(std::string_view text) {

@@ -213,6 +213,9 @@ KerasTensor apply_symbolic(const std::shared_ptr<LayerImpl>& layer, const std::v
   try {
     node->output_shapes = layer->compute_output_shapes(input_shapes);
     layer->ensure_built(input_shapes);
+  } catch (const OutOfMemory& error) {
+    // Its weights did not fit on the device: the input is not at fault.
+    throw OutOfMemory(fmt::format("{}: making its weights: {}", where(), error.message()), error.hint());
   } catch (const Error& error) {
     std::string inputs_text;
     for (const Dims& dims : input_shapes) inputs_text += (inputs_text.empty() ? "" : ", ") + format_dims(dims);

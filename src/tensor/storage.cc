@@ -1,10 +1,11 @@
 #include "nimbus/tensor/storage.h"
 
-#include "nimbus/device/backend.h"
+#include "nimbus/device/host_memory.h"
 
 namespace nimbus {
 
-Storage::Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), allocator_(&allocator_for(device)) {
+Storage::Storage(Device device, size_t bytes)
+    : device_(device), bytes_(bytes), allocator_(&allocator_for_new_tensor(device)) {
   data_ = allocator_->allocate(bytes);
 }
 

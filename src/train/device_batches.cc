@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "nimbus/device/host_memory.h"
+
 namespace nimbus::train {
 
 DeviceBatches::DeviceBatches(BatchSource& source, Device device, bool look_ahead, monitor::StepProfiler& profiler)
@@ -24,6 +26,10 @@ std::optional<DeviceBatches::Batch> DeviceBatches::fetch() {
   std::optional<Batch> batch;
   {
     auto span = profiler_.span(monitor::Span::kInputWait);
+    // A batch made on the host for another device is host pipeline memory; on the host's CPU it is the
+    // step's input, device memory (the estimate's inputs).
+    std::optional<HostMemoryScope> host_memory;
+    if (x_upload_) host_memory.emplace();
     std::optional<std::pair<Tensor, Tensor>> host = source_.next();
     if (!host) return std::nullopt;
     batch = Batch{std::move(host->first), std::move(host->second), source_.position()};

@@ -10,6 +10,7 @@
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
@@ -17,6 +18,7 @@
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/shape_ops.h"
 #include "nimbus/train/data_config.h"
+#include "nimbus/train/step_memory.h"
 
 namespace nimbus::train {
 
@@ -231,10 +233,14 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
   const ConfigPolicyScope policy(config);
   const Json& model_section = config.at("model");
   nn::Model model = [&]() -> nn::Model {
-    if (model_section.contains("class_name")) return nn::model_from_config(model_section);
-    return nn::model_from_layer_list(model_section.at("input_shape").get<nn::Dims>(),
-                                     nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>()),
-                                     model_section.at("layers"), model_section.value("name", std::string()));
+    try {
+      if (model_section.contains("class_name")) return nn::model_from_config(model_section);
+      return nn::model_from_layer_list(model_section.at("input_shape").get<nn::Dims>(),
+                                       nn::dtype_from_keras_name(model_section.at("input_dtype").get<std::string>()),
+                                       model_section.at("layers"), model_section.value("name", std::string()));
+    } catch (const OutOfMemory& error) {
+      throw variables_do_not_fit(error, Device::cpu(), "the model's weights");  // made on the CPU, then placed
+    }
   }();
   if (model.inputs().size() != 1) throw Unimplemented("nimbus train: models with one input only, for now");
   if (model.inputs()[0].shape().size() < 1) throw InvalidArgument("nimbus train: the model has no input shape");
@@ -269,20 +275,31 @@ Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
                                          const std::string& section) {
-  if (is_pipeline_split(split)) return collect_pipeline(split, section);
-  const Tensor images = load_idx_images(split, model);
-  const Tensor labels = data::read_idx(split.at("labels").get<std::string>());
-  if (images.dim(0) != labels.dim(0)) {
-    throw DataError(fmt::format("{}: {} images ({}) but {} labels ({})", section, images.dim(0),
-                                split.at("images").get<std::string>(), labels.dim(0),
-                                split.at("labels").get<std::string>()));
+  // The data set is host pipeline memory, not the device's that runtime.memory.limit caps; the
+  // loading's temporaries (the u8 images, an unscaled copy, the pipeline's batches) go back at once.
+  const HostMemoryScope host;
+  std::pair<Tensor, Tensor> loaded;
+  if (is_pipeline_split(split)) {
+    loaded = collect_pipeline(split, section);
+  } else {
+    loaded = {load_images(split, input_shape_of(model)), data::read_idx(split.at("labels").get<std::string>())};
+    const auto& [images, labels] = loaded;
+    if (images.dim(0) != labels.dim(0)) {
+      throw DataError(fmt::format("{}: {} images ({}) but {} labels ({})", section, images.dim(0),
+                                  split.at("images").get<std::string>(), labels.dim(0),
+                                  split.at("labels").get<std::string>()));
+    }
   }
-  return {images, labels};
+  trim_host_memory();
+  return loaded;
 }
 
 Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
-  if (is_pipeline_split(split)) return collect_pipeline(split, "data").first;
-  return load_images(split, input_shape_of(model));
+  const HostMemoryScope host;
+  Tensor images =
+      is_pipeline_split(split) ? collect_pipeline(split, "data").first : load_images(split, input_shape_of(model));
+  trim_host_memory();
+  return images;
 }
 
 void configure_memory_from_config(const nlohmann::json& config) {
@@ -297,7 +314,8 @@ void configure_memory_from_config(const nlohmann::json& config) {
     options =
         parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
   }
-  configure_memory(Device::cpu(), options);
+  // The limit is the training device's: the model's memory (the data set is the host's).
+  configure_memory(Device::parse(runtime.at("device").get<std::string>()), options);
 }
 
 TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model) {

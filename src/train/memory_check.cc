@@ -32,11 +32,16 @@ StepAnalysis analyze_train_step_at(Trainer& trainer, const Tensor& x, const Tens
                                       micro_batch, gradient_accumulation));
   }
   if (x.rank() < 1 || y.rank() < 1) throw InvalidArgument("analyze_train_step: x and y need a batch dimension");
-  if (!trainer.model().built()) (void)trainer.model()(rows(x, 0, 1), false);
   const int64_t samples = micro_batch * gradient_accumulation;
-  const TracedGraph& traced =
-      trainer.trace_train_step(placeholder_rows(x, samples), placeholder_rows(y, samples), gradient_accumulation, jit);
-  return analyze_traced_step(traced, micro_batch, gradient_accumulation);
+  try {
+    // Tracing allocates no arena and no batch: only the model's and optimizer's variables, the first time.
+    if (!trainer.model().built()) (void)trainer.model()(rows(x, 0, 1), false);
+    const TracedGraph& traced = trainer.trace_train_step(placeholder_rows(x, samples), placeholder_rows(y, samples),
+                                                         gradient_accumulation, jit);
+    return analyze_traced_step(traced, micro_batch, gradient_accumulation);
+  } catch (const OutOfMemory& error) {
+    throw variables_do_not_fit(error, trainer.device(), "the model's variables and optimizer state");
+  }
 }
 
 // Past this many micro-batches a step's fixed part (the whole batch's input, the gradients twice) dominates,
@@ -66,10 +71,9 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
 [[noreturn]] void refuse(Trainer& trainer, const Tensor& x, const Tensor& y, const StepAnalysis& step,
                          uint64_t available) {
   const int64_t batch = step.micro_batch * step.gradient_accumulation;
-  const std::string message = fmt::format(
-      "{} ({}); the memory left is what the device's capacity (runtime.memory.limit, or its free memory) "
-      "leaves besides what the process holds (the data set on the CPU)",
-      needs(step, available), step.memory.to_string());
+  const std::string message =
+      fmt::format("{} ({}); the memory left is what {} leaves besides what the process holds there",
+                  needs(step, available), step.memory.to_string(), memory_capacity_text(trainer.device()));
   const std::optional<StepAnalysis> remedy =
       fewest_accumulation_that_fits(trainer, x, y, batch, step.gradient_accumulation, available);
   if (remedy) {
@@ -77,9 +81,18 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
                                            "gradient_accumulation: auto; a larger runtime.memory.limit)",
                                            remedy->gradient_accumulation, batch, format_bytes(remedy->memory.total())));
   }
-  throw OutOfMemory(message, fmt::format("even a micro-batch of 1 does not fit with a {:.0f}% margin: a smaller "
-                                         "model, or more memory (runtime.memory.limit)",
-                                         100 * kSafetyMargin));
+  // Accumulation splits the batch's activations, not the model's variables nor the batch itself.
+  const graph::MemoryEstimate& m = step.memory;
+  const uint64_t model_bytes = m.parameter_bytes + m.gradient_bytes + m.optimizer_state_bytes + m.master_weight_bytes;
+  if (static_cast<double>(model_bytes) > (1 - kSafetyMargin) * static_cast<double>(available)) {
+    throw OutOfMemory(message, fmt::format("the model's parameters, gradients and optimizer state alone need {}: {}",
+                                           format_bytes(model_bytes), kModelTooLargeRemedy));
+  }
+  throw OutOfMemory(message, fmt::format("no gradient_accumulation up to {} keeps the batch of {} within a {:.0f}% "
+                                         "margin: the step holds the whole batch on the device ({}); a smaller "
+                                         "fit.batch_size (with gradient_accumulation: auto), or a larger "
+                                         "runtime.memory.limit",
+                                         kMaxAccumulation, batch, 100 * kSafetyMargin, format_bytes(m.input_bytes)));
 }
 
 // fit.batch_size: auto: the largest power of two up to the training set's size that fits without
@@ -90,7 +103,7 @@ MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const 
   const int64_t small = std::min<int64_t>(16, samples), large = std::min<int64_t>(32, samples);
   const StepAnalysis at_small = analyze_train_step(trainer, x, y, small);
   // The variables exist once a step is traced (the first trace builds the optimizer's slots).
-  const uint64_t available = memory_available_for(at_small, x.device());
+  const uint64_t available = memory_available_for(at_small, trainer.device());
   const StepAnalysis at_large = analyze_train_step(trainer, x, y, large);
   const double per_sample =
       large > small ? double(at_large.memory.total() - at_small.memory.total()) / double(large - small) : 0;
@@ -197,7 +210,7 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
     // A batch that the accumulation does not divide is fit's error to report.
     if (batch < 1 || accumulation < 1 || batch % accumulation != 0) return decision;
     StepAnalysis step = analyze_train_step(trainer, x, y, batch / accumulation, accumulation);
-    const uint64_t available = memory_available_for(step, x.device());
+    const uint64_t available = memory_available_for(step, trainer.device());
     decision.available_bytes = available;
     if (auto_accumulation && !fits(step, available, kSafetyMargin)) {
       const std::optional<StepAnalysis> fitting = fewest_accumulation_that_fits(trainer, x, y, batch, 1, available);
@@ -229,11 +242,11 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
 namespace {
 
 // `fit` with runtime.memory.trim_between_epochs applied, and a checkpoint written on OutOfMemory.
-History fit_saving(Trainer& trainer, Device device, FitOptions options, const nlohmann::json& config,
+History fit_saving(Trainer& trainer, FitOptions options, const nlohmann::json& config,
                    const std::string& checkpoint_path, const std::function<History(const FitOptions&)>& fit) {
   const Json& runtime = config.at("runtime");
   const bool trim = runtime.contains("memory") && runtime["memory"].value("trim_between_epochs", false);
-  auto epochs = std::make_shared<MemoryEpochCallback>(trim, device);
+  auto epochs = std::make_shared<MemoryEpochCallback>(trim, trainer.device());
   options.callbacks.push_back(epochs);
   try {
     return fit(options);
@@ -255,13 +268,13 @@ History fit_saving(Trainer& trainer, Device device, FitOptions options, const nl
 
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path) {
-  return fit_saving(trainer, x.device(), std::move(options), config, checkpoint_path,
+  return fit_saving(trainer, std::move(options), config, checkpoint_path,
                     [&](const FitOptions& o) { return trainer.fit(x, y, o); });
 }
 
-History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, Device device, FitOptions options,
+History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path) {
-  return fit_saving(trainer, device, std::move(options), config, checkpoint_path,
+  return fit_saving(trainer, std::move(options), config, checkpoint_path,
                     [&](const FitOptions& o) { return trainer.fit(dataset, o); });
 }
 

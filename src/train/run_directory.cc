@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "nimbus/base/error.h"
+#include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/monitor/json_lines.h"
 #include "nimbus/train/callbacks.h"
@@ -168,7 +169,8 @@ nlohmann::json RunDirectory::finish(const History& history, const Trainer& train
       {"wall_seconds", position.elapsed_seconds},
       {"device", trainer.device().to_string()},
       {"parameters", trainer.model().count_params()},
-      {"peak_memory_bytes", memory_stats(Device::cpu()).peak_bytes_in_use},
+      {"peak_memory_bytes", memory_stats(trainer.device()).peak_bytes_in_use},
+      {"peak_host_memory_bytes", host_memory_stats().peak_bytes_in_use},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"final", nlohmann::ordered_json::object()},
       {"epochs", nlohmann::ordered_json::array()},

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 
 #include "nimbus/base/error.h"
@@ -44,6 +45,17 @@ uint64_t memory_available_for(const StepAnalysis& step, Device device) {
 std::string needs(const StepAnalysis& step, uint64_t available) {
   return fmt::format("a micro-batch of {} needs {} of {}", step.micro_batch, format_bytes(step.memory.total()),
                      format_bytes(available));
+}
+
+std::string memory_capacity_text(Device device) {
+  const std::optional<uint64_t> limit = memory_options(device).limit;
+  return limit ? fmt::format("runtime.memory.limit {} on {}", format_bytes(*limit), device.to_string())
+               : fmt::format("the free memory of {}", device.to_string());
+}
+
+OutOfMemory variables_do_not_fit(const OutOfMemory& error, Device device, const std::string& what) {
+  return OutOfMemory(fmt::format("{} do not fit in {}: {}", what, memory_capacity_text(device), error.message()),
+                     kModelTooLargeRemedy);
 }
 
 int64_t inference_micro_batch(int64_t batch, Device device, const std::function<StepAnalysis(int64_t)>& analyze,

@@ -240,7 +240,7 @@ class Iterator {
 Tensor string_tensor(std::string_view text);
 // The bytes of a u8 tensor, as a string.
 std::string tensor_string(const Tensor& tensor);
-// A host tensor for pipeline buffers: malloc'd, not the device allocator's.
+// A tensor for pipeline buffers in host pipeline memory (device/host_memory.h), not the device's.
 Tensor host_tensor(const Shape& shape, DType dtype);
 
 }  // namespace nimbus::data

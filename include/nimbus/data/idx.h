@@ -18,6 +18,7 @@
 
 namespace nimbus::data {
 
+// The file's array, in host pipeline memory (host_tensor).
 Tensor read_idx(const std::string& path);
 void write_idx(const std::string& path, const Tensor& tensor);
 

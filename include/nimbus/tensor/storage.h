@@ -15,7 +15,7 @@ class Allocator;
 
 class Storage {
  public:
-  // Allocates `bytes` on `device` from its allocator.
+  // Allocates `bytes` on `device` from its allocator (the host allocator within a HostMemoryScope on the CPU).
   Storage(Device device, size_t bytes);
   // Wraps memory owned elsewhere; `release` runs when the last tensor lets go.
   Storage(Device device, void* data, size_t bytes, std::function<void()> release);

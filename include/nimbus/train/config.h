@@ -62,8 +62,9 @@ struct RunOptions {
 // directory is claimed (RunClaim) or any file in it written. SIGTERM or SIGINT
 // checkpoints after the current step and returns early (preemption.h). Returns the summary
 // (RunDirectory::finish): samples_per_sec (after the first 20 steps), samples_total, steps,
-// wall_seconds, run_dir (the directory, e.g. the default one chosen), peak_memory_bytes, peak_rss_bytes, final (the
-// last epoch's validation metrics, e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
+// wall_seconds, run_dir (the directory, e.g. the default one chosen), peak_memory_bytes (the training device's),
+// peak_host_memory_bytes (the data set and pipeline buffers), peak_rss_bytes, final (the last epoch's validation
+// metrics, e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
 // elapsed_seconds), interrupted, micro_batch, gradient_accumulation and memory (the pre-run
 // check), input_wait_seconds_total and step_span_seconds (the step profiler's totals per span).
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options = {});

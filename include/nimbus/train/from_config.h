@@ -21,13 +21,15 @@ namespace nimbus::train {
 // runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
 // runtime.memory as configure_memory_from_config.
 void configure_runtime_from_config(const nlohmann::json& config);
-// Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to the CPU.
+// Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to
+// runtime.device, where the model trains.
 void configure_memory_from_config(const nlohmann::json& config);
 // The model section's model, built (an Input first).
 nn::Model model_from_train_config(const nlohmann::json& config);
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
 // (images scaled and shaped for the model's input, labels) of a data.train / data.validation
-// section ({images, labels, scale}: IDX files; scale defaults to 1/255).
+// section ({images, labels, scale}: IDX files; scale defaults to 1/255), in host pipeline memory
+// (device/host_memory.h): the data set does not count against runtime.memory.limit.
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
                                          const std::string& section);
 Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model);

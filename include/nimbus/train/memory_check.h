@@ -11,13 +11,14 @@
 // analyze_train_step traces the step without running it (no arena, no
 // batches allocated): the planner calls it to price a configuration.
 //
-// A batch fits as step_memory.h says (on the CPU the data set holds part of
-// the capacity). fit.gradient_accumulation: auto keeps fit.batch_size and
-// takes the fewest accumulation steps (a divisor of the batch) whose estimate
-// fits within kSafetyMargin of that; fit.batch_size: auto takes the largest
-// power of two, up to the training set's size, that fits so without
-// accumulation. A fixed batch that does not fit is refused with the numbers
-// and the accumulation that would fit.
+// A batch fits as step_memory.h says, on the trainer's device (the data set is
+// host pipeline memory, device/host_memory.h, and does not count).
+// fit.gradient_accumulation: auto keeps fit.batch_size and takes the fewest
+// accumulation steps (a divisor of the batch) whose estimate fits within
+// kSafetyMargin of that; fit.batch_size: auto takes the largest power of two,
+// up to the training set's size, that fits so without accumulation. A fixed
+// batch that does not fit is refused with the numbers and the accumulation
+// that would fit, or why none would.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +58,12 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
                                        std::ostream& out);
 
 // trainer.fit, with runtime.memory.trim_between_epochs applied (the step arenas released and the
-// allocator trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`
+// trainer's device trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`
 // when it can and rethrows with the checkpoint named in the hint.
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path);
-// The same for trainer.fit(dataset); `device` is where the batches go.
-History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, Device device, FitOptions options,
+// The same for trainer.fit(dataset).
+History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, FitOptions options,
                                     const nlohmann::json& config, const std::string& checkpoint_path);
 
 }  // namespace nimbus::train

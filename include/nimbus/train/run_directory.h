@@ -101,7 +101,9 @@ class RunDirectory {
   MetricsLogger& metrics() { return *metrics_; }
   // Writes summary.json after fit and returns it: samples_per_sec (of this process's fit),
   // samples_total, steps, wall_seconds (training time of the whole run, resumed parts added up),
-  // peak_memory_bytes (the CPU allocator's peak bytes in use), peak_rss_bytes, final (the last
+  // peak_memory_bytes (the peak bytes in use of the trainer's device's allocator: the model's
+  // memory, which runtime.memory.limit caps), peak_host_memory_bytes (host pipeline memory's peak:
+  // the data set in memory, pipeline buffers; device/host_memory.h), peak_rss_bytes, final (the last
   // epoch's val_* logs), epochs (metrics.jsonl's epoch lines) and interrupted (a signal stopped it),
   // plus the top-level fields of `extra` (what the caller decided: micro_batch, memory, ...).
   nlohmann::json finish(const History& history, const Trainer& trainer, const nlohmann::json& extra = {});

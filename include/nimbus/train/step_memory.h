@@ -17,6 +17,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "nimbus/base/error.h"
 #include "nimbus/device/device.h"
 #include "nimbus/graph/cost.h"
 #include "nimbus/graph/memory_estimate.h"
@@ -54,6 +55,16 @@ uint64_t memory_available_for(const StepAnalysis& step, Device device);
 
 // "a micro-batch of 64 needs 1.2 GiB of 1.0 GiB": for messages.
 std::string needs(const StepAnalysis& step, uint64_t available);
+// What caps the device's memory, for messages: "runtime.memory.limit 96.0 MiB on cpu:0", or "the free
+// memory of cuda:0" without a limit.
+std::string memory_capacity_text(Device device);
+
+// The remedy when the model's own variables do not fit: no batch size or accumulation changes them.
+inline constexpr const char* kModelTooLargeRemedy =
+    "a larger runtime.memory.limit, or a smaller model (gradient_accumulation splits the batch, not the model)";
+// `error`, the allocator's, raised while `what` ("the model's weights") were made on `device`, as the
+// refusal of the run: what does not fit under which limit, and the remedy.
+OutOfMemory variables_do_not_fit(const OutOfMemory& error, Device device, const std::string& what);
 
 // The micro-batch evaluate or predict (`what`) runs batches of `batch` samples in, as
 // fit.gradient_accumulation: auto picks training's: `batch` when its step fits the memory left on
