@@ -423,16 +423,33 @@ std::string default_profile_path() {
   return std::string(home != nullptr ? home : ".") + "/.cache/nimbus/device-profile.json";
 }
 
-void save_profile(const CalibrationProfile& profile, const std::string& path) {
+void prepare_profile_path(const std::string& path) {
   const std::filesystem::path target(path);
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  const std::string remedy = "give --profile a file in a folder you can write (default ~/.cache/nimbus)";
+  std::error_code failed;
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), failed);
+  if (failed) {
+    throw NotFound(fmt::format("{}: cannot make its folder ({})", path, failed.message()), remedy);
+  }
+  if (std::filesystem::is_directory(target)) {
+    throw NotFound(fmt::format("'{}' is a folder, not a profile file", path), remedy);
+  }
+  const std::string probe = path + ".tmp";
+  if (!std::ofstream(probe)) throw NotFound(fmt::format("{}: cannot write there", path), remedy);
+  std::filesystem::remove(probe, failed);
+}
+
+void save_profile(const CalibrationProfile& profile, const std::string& path) {
+  prepare_profile_path(path);
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary);
     out << to_json(profile).dump(2) << "\n";
     if (!out) throw NotFound(fmt::format("{}: cannot write the device profile", temporary));
   }
-  std::filesystem::rename(temporary, target);
+  std::error_code failed;
+  std::filesystem::rename(temporary, path, failed);
+  if (failed) throw NotFound(fmt::format("{}: cannot write the device profile ({})", path, failed.message()));
 }
 
 CalibrationProfile load_profile(const std::string& path) {

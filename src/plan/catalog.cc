@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -56,6 +57,16 @@ class EntryReader {
     return EntryReader(file_, node_[field], section_);
   }
 
+  // A whole-number field from 1 to `most` (a count of GPUs or cores).
+  int count(const std::string& field, int most) const {
+    const int value = required<int>(field);
+    if (value < 1 || value > most) {
+      throw DataError(fmt::format("{}:{}: field '{}' of a {} entry is {}: it should be 1 to {}", file_,
+                                  node_[field].Mark().line + 1, field, section_, value, most));
+    }
+    return value;
+  }
+
   int line() const { return node_.Mark().line + 1; }
   const std::string& file() const { return file_; }
 
@@ -65,13 +76,22 @@ class EntryReader {
     if constexpr (std::is_same_v<T, YAML::Node>) {
       return value;
     } else {
+      const char* expected = std::is_same_v<T, std::string> ? "a string" : "a number from 0 up";
+      T converted{};
       try {
-        return value.as<T>();
+        converted = value.as<T>();
       } catch (const YAML::Exception&) {
-        const char* expected = std::is_same_v<T, std::string> ? "a string" : "a number";
         throw DataError(fmt::format("{}:{}: field '{}' of a {} entry should be {}", file_, value.Mark().line + 1, field,
                                     section_, expected));
       }
+      // Every figure of a catalog (rates, sizes, prices, counts) is finite and not negative.
+      if constexpr (std::is_arithmetic_v<T>) {
+        if (!std::isfinite(static_cast<double>(converted)) || converted < 0) {
+          throw DataError(fmt::format("{}:{}: field '{}' of a {} entry is {}: it should be {}", file_,
+                                      value.Mark().line + 1, field, section_, value.Scalar(), expected));
+        }
+      }
+      return converted;
     }
   }
 
@@ -135,13 +155,13 @@ InstanceSpec read_instance(const EntryReader& entry) {
   instance.cloud = lower(entry.required<std::string>("cloud"));
   instance.name = entry.required<std::string>("name");
   instance.gpu = entry.value_or<std::string>("gpu", "");
-  if (!instance.gpu.empty()) instance.gpu_count = entry.required<int>("gpu_count");
+  if (!instance.gpu.empty()) instance.gpu_count = entry.count("gpu_count", kMaxGpusPerInstance);
   instance.cpu = entry.value_or<std::string>("cpu", "");
   if (instance.gpu.empty() == instance.cpu.empty()) {
     throw DataError(fmt::format("{}:{}: instance '{}' needs exactly one of the fields 'gpu' and 'cpu'", entry.file(),
                                 entry.line(), instance.name));
   }
-  instance.vcpus = entry.required<int>("vcpus");
+  instance.vcpus = entry.count("vcpus", 1 << 20);
   instance.ram_gb = entry.required<double>("ram_gb");
   instance.region = entry.required<std::string>("region");
   instance.on_demand_usd_per_hour = entry.required<double>("on_demand_usd_per_hour");
@@ -246,17 +266,41 @@ std::vector<std::string> default_catalog_files() {
   return files;
 }
 
+namespace {
+
+// The file's YAML, a mapping of known sections, or DataError naming the file, line and section.
+YAML::Node read_catalog_file(const std::string& file) {
+  const std::string remedy =
+      "a catalog file maps gpus, cpus, clouds and instances to lists of entries, as "
+      "data/catalog/*.yaml do (docs/planning.md)";
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    throw NotFound(fmt::format("{}: cannot read the catalog file", file), "check the path given to --catalog");
+  } catch (const YAML::ParserException& error) {
+    throw DataError(
+        fmt::format("{}:{}:{}: not valid YAML ({})", file, error.mark.line + 1, error.mark.column + 1, error.msg),
+        remedy);
+  }
+  if (root.IsNull()) return root;  // an empty file adds nothing
+  if (!root.IsMap()) throw DataError(fmt::format("{}:1: the catalog file is not a mapping of sections", file), remedy);
+  for (const auto& section : root) {
+    const std::string name = section.first.IsScalar() ? section.first.Scalar() : "?";
+    if (name != "gpus" && name != "cpus" && name != "clouds" && name != "instances") {
+      throw DataError(fmt::format("{}:{}: unknown section '{}'", file, section.first.Mark().line + 1, name), remedy);
+    }
+  }
+  return root;
+}
+
+}  // namespace
+
 Catalog load_catalog(const std::vector<std::string>& files) {
   Catalog catalog;
   for (const std::string& file : files) {
-    YAML::Node root;
-    try {
-      root = YAML::LoadFile(file);
-    } catch (const YAML::BadFile&) {
-      throw NotFound(fmt::format("{}: cannot read the catalog file", file));
-    } catch (const YAML::ParserException& error) {
-      throw DataError(fmt::format("{}:{}: {}", file, error.mark.line + 1, error.msg));
-    }
+    const YAML::Node root = read_catalog_file(file);
+    if (root.IsNull()) continue;
     read_section<GpuSpec>(file, root, "gpus", catalog.gpus, read_gpu, [](const GpuSpec& s) { return lower(s.name); });
     read_section<CpuSpec>(file, root, "cpus", catalog.cpus, read_cpu, [](const CpuSpec& s) { return lower(s.name); });
     read_section<CloudSpec>(file, root, "clouds", catalog.clouds, read_cloud,

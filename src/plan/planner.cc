@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "nimbus/base/error.h"
 #include "nimbus/base/size_units.h"
@@ -45,8 +46,27 @@ bool device_wanted(const std::vector<std::string>& filter, const Catalog& catalo
   });
 }
 
+// The request's counts, each within the planner's limits (planner.h), or InvalidArgument naming it.
+void check_request(const PlanRequest& request) {
+  const auto check = [](const char* what, int64_t value, int64_t most, const char* remedy) {
+    if (value < 1 || value > most) {
+      throw InvalidArgument(fmt::format("{} is {}: the planner takes 1 to {}", what, value, most), remedy);
+    }
+  };
+  check("the global batch", request.batch_size, kMaxBatch, "give --batch N, or fit.batch_size in the config");
+  check("the number of training samples per epoch", request.samples, kMaxSamples,
+        "give --samples N, or a config whose data.train the planner can count");
+  check("the number of epochs", request.epochs, kMaxEpochs, "give --epochs N, or fit.epochs in the config");
+  check("the largest number of nodes", request.max_nodes, kMaxNodes, "give --max-nodes N");
+}
+
 Candidate candidate_for(const Catalog& catalog, const InstanceSpec& instance) {
   Candidate c{.cloud = instance.cloud, .instance = instance.name, .region = instance.region};
+  if (!instance.gpu.empty() && (instance.gpu_count < 1 || instance.gpu_count > kMaxGpusPerInstance)) {
+    throw DataError(fmt::format("instance {} ({}) has {} GPUs: a catalog instance has 1 to {}", instance.name,
+                                instance.source, instance.gpu_count, kMaxGpusPerInstance),
+                    "fix its gpu_count");
+  }
   const int cores = std::max(1, instance.vcpus / 2);
   if (instance.gpu.empty()) {
     c.device = device_model(catalog.cpu(instance.cpu), cores, instance.ram_gb * 1e9);
@@ -75,20 +95,35 @@ Candidate local_candidate(const CalibrationProfile& profile) {
                    .host_cores_per_device = std::max(1, profile.threads)};
 }
 
+// The largest divisor of `n` that `fits`, or nullopt: the micro-batch that needs the fewest accumulation
+// steps. Walks the divisors (about sqrt(n) trials), not every accumulation up to n.
+std::optional<int64_t> largest_fitting_divisor(int64_t n, const std::function<bool(int64_t)>& fits) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    divisors.push_back(d);
+    if (d != n / d) divisors.push_back(n / d);
+  }
+  std::ranges::sort(divisors, std::greater<>());
+  for (int64_t divisor : divisors) {
+    if (fits(divisor)) return divisor;
+  }
+  return std::nullopt;
+}
+
 // The plan for one candidate at `nodes` nodes, precision and global batch; nullopt when the batch
 // does not split evenly over the devices or no micro-batch fits.
 std::optional<Plan> plan_for(const Workload& work, const Candidate& c, int nodes, Precision precision, int64_t batch,
                              const PlanRequest& request) {
+  // At most kMaxGpusPerInstance x kMaxNodes (make_plans checks both): no overflow.
   const int devices = c.devices_per_node * nodes;
   if (!c.device.supports(precision) || batch % devices != 0) return std::nullopt;
   const int64_t per_device = batch / devices;
   const double usable = c.device.memory_bytes * request.memory_margin;
-  int64_t accumulation = 1;
-  while (accumulation <= per_device &&
-         (per_device % accumulation != 0 || work.memory_bytes(per_device / accumulation, precision) > usable)) {
-    ++accumulation;
-  }
-  if (accumulation > per_device) return std::nullopt;
+  const std::optional<int64_t> micro_batch =
+      largest_fitting_divisor(per_device, [&](int64_t micro) { return work.memory_bytes(micro, precision) <= usable; });
+  if (!micro_batch) return std::nullopt;
+  const int64_t accumulation = per_device / *micro_batch;
 
   Plan plan{.cloud = c.cloud,
             .instance = c.instance,
@@ -230,12 +265,12 @@ std::string format_dollars(double dollars) {
 
 PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRequest& request,
                       const std::optional<Workload>& unfused) {
-  if (request.batch_size <= 0 || request.samples <= 0 || request.epochs <= 0) {
-    throw InvalidArgument(fmt::format("nimbus plan needs a positive batch, sample count and epochs (got {}, {}, {})",
-                                      request.batch_size, request.samples, request.epochs));
-  }
+  check_request(request);
   for (const std::string& name : request.gpus) {
     if (lower(name) != "cpu") catalog.gpu(name);  // an unknown name lists the known ones
+  }
+  for (const std::string& name : request.clouds) {
+    if (lower(name) != "local") catalog.cloud(name);
   }
   PlanResult result;
   std::vector<Candidate> candidates;

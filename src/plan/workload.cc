@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <utility>
+
 #include "nimbus/base/error.h"
 
 namespace nimbus::plan {
@@ -88,6 +91,14 @@ Workload Workload::from_two_traces(const StepTrace& small, const StepTrace& larg
 }
 
 Workload Workload::from_totals(const Totals& totals) {
+  for (const auto& [what, value] :
+       {std::pair{"parameters", totals.parameters}, std::pair{"training FLOPs per sample", totals.flops_per_sample}}) {
+    if (!std::isfinite(value) || value <= 0) {
+      throw InvalidArgument(
+          fmt::format("a model given by totals has {} {}: it needs a finite number above 0", value, what),
+          "give --params and --flops-per-sample as positive numbers, e.g. --params 25e6");
+    }
+  }
   const double parameter_bytes = 4 * totals.parameters;
   Workload work;
   work.name = fmt::format("{:.3g} parameters, {:.3g} FLOP per sample", totals.parameters, totals.flops_per_sample);

@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, Tensor>> checked_tensors(const SafetensorsFil
   if (actual != recorded->second) {
     throw DataError(fmt::format("{}: checksum mismatch (recorded {}, computed {}): the file is corrupted", path,
                                 recorded->second, actual),
-                    "restore an older checkpoint (--resume falls back to it by itself)");
+                    "restore an older checkpoint (--resume and --checkpoint last fall back to it by themselves)");
   }
   return tensors;
 }

@@ -33,8 +33,13 @@ TrainedModel load_trained_model(const std::string& source, const TrainedModelOpt
   Trainer trainer = compile_from_config(model_from_train_config(config), config);
   const RunDirectory run(source);
   if (options.checkpoint == "last") {
-    const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, run.checkpoints(), warnings);
-    return {std::move(trainer), config, checkpoint.path};
+    try {
+      const CheckpointInfo checkpoint = restore_latest_checkpoint(trainer, run.checkpoints(), warnings);
+      return {std::move(trainer), config, checkpoint.path};
+    } catch (const NotFound&) {  // its remedy speaks of --resume, which evaluate and predict do not take
+      throw NotFound(fmt::format("{}: no intact training checkpoint", run.checkpoints()),
+                     "train the run until it saves one, or pass --checkpoint FILE");
+    }
   }
   const std::string path = options.checkpoint == "best" ? run.best_checkpoint() : options.checkpoint;
   trainer.restore_checkpoint(path);

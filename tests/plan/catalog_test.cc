@@ -140,6 +140,47 @@ TEST(Catalog, WrongTypeNamesTheField) {
   }
 }
 
+// What load_catalog throws for `text`, or "no error".
+std::string catalog_refusal(const std::string& file, const std::string& text) {
+  try {
+    load_catalog({write_temp(file, text)});
+  } catch (const DataError& error) {
+    return error.message();
+  }
+  return "no error";
+}
+
+TEST(Catalog, AFileThatIsNotAMappingOfSectionsIsRefusedInItsOwnWords) {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/";
+  // yaml-cpp's "operator[] call on a scalar" leaked for a file of plain text.
+  EXPECT_EQ(catalog_refusal("nimbus_scalar.yaml", "just text\n"),
+            dir + "nimbus_scalar.yaml:1: the catalog file is not a mapping of sections");
+  EXPECT_THAT(catalog_refusal("nimbus_typo.yaml", "clouds: []\ngpu:\n  - name: X\n"),
+              HasSubstr("nimbus_typo.yaml:2: unknown section 'gpu'"));
+  EXPECT_THAT(catalog_refusal("nimbus_syntax.yaml", "gpus: [\n"), HasSubstr("nimbus_syntax.yaml:2:1: not valid YAML"));
+  EXPECT_EQ(catalog_refusal("nimbus_empty.yaml", ""), "no error");
+}
+
+TEST(Catalog, CountsAndFiguresOutOfRangeNameTheField) {
+  const std::string instance = R"(instances:
+  - {cloud: aws, name: x1.big, gpu: T4, gpu_count: GPUS, vcpus: 4, ram_gb: 16, region: r,
+     on_demand_usd_per_hour: PRICE, network_gbps: 1, source: s, as_of: d}
+)";
+  const auto with = [&](const std::string& gpus, const std::string& price) {
+    std::string text = instance;
+    text.replace(text.find("GPUS"), 4, gpus);
+    text.replace(text.find("PRICE"), 5, price);
+    return text;
+  };
+  // 0 GPUs divided the instance's cores by zero.
+  EXPECT_THAT(catalog_refusal("nimbus_zero_gpus.yaml", with("0", "1")),
+              HasSubstr("nimbus_zero_gpus.yaml:2: field 'gpu_count' of a instances entry is 0: it should be 1 to 64"));
+  EXPECT_THAT(catalog_refusal("nimbus_many_gpus.yaml", with("100000", "1")), HasSubstr("'gpu_count'"));
+  EXPECT_THAT(catalog_refusal("nimbus_nan_price.yaml", with("1", ".nan")),
+              HasSubstr("field 'on_demand_usd_per_hour' of a instances entry is .nan"));
+  EXPECT_THAT(catalog_refusal("nimbus_negative_price.yaml", with("1", "-2")), HasSubstr("is -2"));
+}
+
 TEST(Catalog, InstanceOfAnUnknownGpuIsRefused) {
   std::vector<std::string> files = default_catalog_files();
   files.push_back(write_temp("nimbus_unknown_gpu.yaml", R"(instances:

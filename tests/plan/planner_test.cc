@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "nimbus/base/error.h"
 #include "tests/plan/shipped_catalog.h"
@@ -189,6 +190,50 @@ TEST(Planner, DoublingTheParametersDoublesTheAllReduce) {
   EXPECT_NEAR(allreduce(2e8) / one, 2.0, 1e-9);
   // Ring all-reduce: 2 (N-1)/N x 400 MB over NVLink3's 300 GB/s per direction.
   EXPECT_NEAR(one, 2.0 * 7 / 8 * 4e8 / 300e9, 1e-12);
+}
+
+TEST(Planner, RefusesCountsPastItsLimitsNamingThem) {
+  const Workload work = Workload::from_totals({.parameters = 1e6, .flops_per_sample = 1e7});
+  const auto refusal = [&](const PlanRequest& request) {
+    try {
+      make_plans(work, shipped(), request);
+    } catch (const InvalidArgument& error) {
+      return error.message();
+    }
+    return std::string("no error");
+  };
+  // 536870912 nodes of 8 GPUs overflowed an int to 0 devices, then divided by it (SIGFPE).
+  EXPECT_THAT(refusal({.samples = 1000, .batch_size = 64, .max_nodes = 536870912}), HasSubstr("nodes is 536870912"));
+  EXPECT_THAT(refusal({.samples = 1000, .epochs = -3, .batch_size = 64}), HasSubstr("epochs is -3"));
+  EXPECT_THAT(refusal({.samples = 1000, .batch_size = kMaxBatch + 1}), HasSubstr("batch is"));
+  EXPECT_THAT(refusal({.samples = 0, .batch_size = 64}), HasSubstr("samples per epoch is 0"));
+  EXPECT_NO_THROW(make_plans(work, shipped(), {.samples = 1000, .batch_size = 64, .max_nodes = kMaxNodes}));
+  EXPECT_THROW(Workload::from_totals({.parameters = -5, .flops_per_sample = 1e7}), InvalidArgument);
+  EXPECT_THROW(Workload::from_totals({.parameters = 1e6, .flops_per_sample = std::nan("")}), InvalidArgument);
+}
+
+TEST(Planner, AHugePrimeBatchIsPlannedWithoutTryingEveryAccumulation) {
+  // 2^30 - 35 is prime: the only micro-batches are 1 and the whole batch. Trying every accumulation
+  // up to it took a billion memory estimates per device and precision.
+  const Workload work = Workload::from_totals({.parameters = 1e6, .flops_per_sample = 1e7});
+  const PlanResult result =
+      make_plans(work, shipped(), {.samples = 1000, .batch_size = kMaxBatch - 35, .gpus = {"T4"}});
+  ASSERT_FALSE(result.plans.empty());
+  for (const Plan& plan : result.plans) {
+    EXPECT_EQ(plan.micro_batch * plan.gradient_accumulation * plan.device_count, kMaxBatch - 35);
+    EXPECT_EQ(plan.micro_batch, 1);  // the whole batch (4 GB of activations) fits no T4
+  }
+}
+
+TEST(Planner, UnknownCloudListsTheKnownOnes) {
+  const Workload work = Workload::from_totals({.parameters = 1e6, .flops_per_sample = 1e7});
+  try {
+    make_plans(work, shipped(), {.samples = 1000, .batch_size = 64, .clouds = {"nowhere"}});
+    FAIL() << "no error";
+  } catch (const NotFound& error) {
+    EXPECT_THAT(error.message(), HasSubstr("'nowhere'"));
+    EXPECT_THAT(error.message(), HasSubstr("aws"));
+  }
 }
 
 TEST(Planner, NeverProposesABatchThatDoesNotFit) {

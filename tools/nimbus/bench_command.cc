@@ -15,8 +15,9 @@ Command add_bench_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   command->add_option("--profile", *path, "where to store the profile (default: ~/.cache/nimbus/device-profile.json)");
   return [path] {
-    const plan::CalibrationProfile profile = plan::calibrate_cpu();
     const std::string target = path->empty() ? plan::default_profile_path() : *path;
+    plan::prepare_profile_path(target);  // before ten seconds of measuring
+    const plan::CalibrationProfile profile = plan::calibrate_cpu();
     plan::save_profile(profile, target);
     std::cout << fmt::format(
         "cpu, {} threads: matmul {:.1f} GFLOP/s (+{:.1f} us per kernel), convolution {:.1f} GFLOP/s (+{:.1f} us), "

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/data/idx_to_tfrecord.h"
 
@@ -27,7 +28,7 @@ Command add_data_command(CLI::App& app) {
   to_tfrecord->add_option("-o,--output-dir", arguments->output_dir, "where the shards go")->required();
   to_tfrecord->add_option("--shards", arguments->shards, "shards per split")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, 10'000));
   return [arguments] {
     // train-images-idx3-ubyte.gz -> OUT/train-0000k-of-0000N.tfrecord.gz; t10k -> OUT/test-...
     for (const auto& [idx_name, split] : {std::pair{"train", "train"}, std::pair{"t10k", "test"}}) {

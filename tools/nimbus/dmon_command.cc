@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/base/error.h"
 #include "nimbus/monitor/dmon.h"
 #include "nimbus/monitor/exporter.h"
@@ -31,11 +33,13 @@ std::vector<int> parse_ids(const std::string& text) {
   std::stringstream stream(text);
   std::string id;
   while (std::getline(stream, id, ',')) {
-    try {
-      ids.push_back(std::stoi(id));
-    } catch (const std::exception&) {
-      throw InvalidArgument(fmt::format("dmon -i {}: '{}' is not a device index", text, id), "e.g. -i 0,1");
+    int index = -1;
+    const auto [stop, error] = std::from_chars(id.data(), id.data() + id.size(), index);
+    if (error != std::errc() || stop != id.data() + id.size() || index < 0) {
+      throw InvalidArgument(fmt::format("dmon -i {}: '{}' is not a device index", text, id),
+                            "give indices from 0, comma-separated, e.g. -i 0,1");
     }
+    ids.push_back(index);
   }
   return ids;
 }
@@ -102,9 +106,9 @@ Command add_dmon_command(CLI::App& app) {
       ->capture_default_str();
   dmon->add_option("-o", arguments->output_options, "D: add the date, T: add the time (DT for both)");
   dmon->add_option("-c", arguments->count, "print this many samples, then exit (0: until interrupted)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, 1'000'000'000));
   dmon->add_option("-d", arguments->delay, "seconds between samples")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_real(86400))
       ->capture_default_str();
   dmon->add_option("-i", arguments->ids, "only these device indices (comma-separated)");
   dmon->add_option("--url", arguments->url,

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/base/error.h"
 #include "nimbus/plan/k8s.h"
 #include "plan_arguments.h"
@@ -25,14 +26,18 @@ Command add_k8s_command(CLI::App& app) {
   };
   auto k8s = std::make_shared<K8sArguments>();
   command->add_option("--plan", k8s->plan, "which plan, counting from 1 in the order nimbus plan prints")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, 1'000'000));
   command->add_option("--instance", k8s->instance, "the best plan on this instance type instead of --plan");
   command->add_option("-o,--output", k8s->output_dir, "write one YAML file per object into this folder");
   command->add_option("--name", k8s->manifest.name, "job name (default nimbus-train)");
-  command->add_option("--image", k8s->manifest.image, "container image with nimbus (deploy/Dockerfile)");
-  command->add_option("--metrics-port", k8s->manifest.metrics_port, "port of nimbus train's Prometheus exporter");
-  command->add_option("--storage", k8s->manifest.storage, "size of the run-directory volume (default 20Gi)");
-  command->add_option("--storage-class", k8s->manifest.storage_class, "storage class of that volume");
+  command->add_option("--image", k8s->manifest.image, "container image with nimbus (deploy/Dockerfile)")
+      ->check(single_word());
+  command->add_option("--metrics-port", k8s->manifest.metrics_port, "port of nimbus train's Prometheus exporter")
+      ->check(port_number(/*zero_picks_a_free_port=*/false));
+  command->add_option("--storage", k8s->manifest.storage, "size of the run-directory volume (default 20Gi)")
+      ->check(kubernetes_quantity());
+  command->add_option("--storage-class", k8s->manifest.storage_class, "storage class of that volume")
+      ->check(kubernetes_subdomain());
   return [arguments, k8s] {
     PlanArguments::Resolved resolved = arguments->resolve();
     const plan::PlanResult result =
@@ -55,7 +60,12 @@ Command add_k8s_command(CLI::App& app) {
       std::cout << plan::to_yaml(documents);
       return 0;
     }
-    std::filesystem::create_directories(k8s->output_dir);
+    std::error_code unmade;
+    std::filesystem::create_directories(k8s->output_dir, unmade);
+    if (unmade) {
+      throw NotFound(fmt::format("-o {}: cannot make the folder ({})", k8s->output_dir, unmade.message()),
+                     "name a folder that can be created");
+    }
     for (const nlohmann::json& document : documents) {
       const std::string path = fmt::format("{}/{}-{}.yaml", k8s->output_dir, document["kind"].get<std::string>(),
                                            document["metadata"]["name"].get<std::string>());

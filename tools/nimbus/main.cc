@@ -4,6 +4,7 @@
 #include <map>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/nimbus.h"
 
 namespace {
@@ -17,7 +18,7 @@ int run(int argc, char** argv) {
 
   int threads = 0;
   app.add_option("--threads", threads, "compute threads (runtime.threads; 0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(nimbus::cli::whole_number(0, 4096));
 
   // One line per subcommand; each one's options and code live in tools/nimbus/<name>_command.cc.
   // clang-format off

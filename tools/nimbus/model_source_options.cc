@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "flag_checks.h"
 #include "nimbus/base/error.h"
 
 namespace nimbus::cli {
@@ -20,9 +21,10 @@ void add_model_source_options(CLI::App& command, ModelSourceArguments& arguments
       ->check(CLI::IsMember({"validation", "train"}));
   command.add_option("--images", arguments.images, "IDX images instead of the config's data");
   if (with_labels) command.add_option("--labels", arguments.labels, "IDX labels, with --images");
-  command.add_option("--scale", arguments.scale, "with --images: the factor applied to the pixels (default 1/255)");
+  command.add_option("--scale", arguments.scale, "with --images: the factor applied to the pixels (default 1/255)")
+      ->check(positive_real(1e6));
   command.add_option("--batch-size", arguments.batch_size, "samples per batch (default: fit.batch_size, else 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, int64_t{1} << 30));
   if (with_labels) {
     command.add_option("--loss", arguments.loss,
                        "a saved model without --config: the loss (default sparse_categorical_crossentropy)");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/base/size_units.h"
 #include "nimbus/plan/planner.h"
 #include "plan_arguments.h"
@@ -72,7 +73,7 @@ Command add_plan_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto top = std::make_shared<size_t>(10);
   command->add_flag("--json", *json, "print only JSON on stdout ({\"plans\": [...]}, best first); notes on stderr");
-  command->add_option("--top", *top, "plans in the table (default 10)");
+  command->add_option("--top", *top, "plans in the table (default 10)")->check(whole_number(1, 1'000'000));
   return [arguments, json, top] {
     const PlanArguments::Resolved resolved = arguments->resolve();
     const plan::PlanResult result =

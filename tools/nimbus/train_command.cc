@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/distribute/multi_worker.h"
 #include "nimbus/monitor/run_monitor.h"
 #include "nimbus/nimbus.h"
@@ -38,13 +39,13 @@ Command add_train_command(CLI::App& app, const int& threads) {
   auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
   auto* metrics_port = train->add_option("--metrics-port", monitoring->metrics_port,
                                          "serve Prometheus metrics on this port at /metrics (off unless given)");
-  metrics_port->check(CLI::Range(0, 65535));
+  metrics_port->check(port_number(/*zero_picks_a_free_port=*/true));
   train->add_option("--metrics-address", monitoring->metrics_address, "the address /metrics listens on")
       ->capture_default_str();
   train
       ->add_option("--metrics-linger", monitoring->metrics_linger_seconds,
                    "seconds to keep serving /metrics after training, for a last scrape")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_real(86400));
   return [arguments, monitoring, &threads] {
     // --threads on the command line wins over runtime.threads in the file.
     if (threads > 0) arguments->overrides.push_back("runtime.threads=" + std::to_string(threads));

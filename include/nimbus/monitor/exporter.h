@@ -7,7 +7,11 @@
 // Read-only: only GET (and HEAD) /metrics is served; anything else is a 404.
 // A request costs one serialization of the registry (its size is fixed by
 // the metrics declared, not by the run's length), so scrapes stay cheap
-// however long training runs.
+// however long training runs. One thread serves every connection without
+// blocking on any; a client gets a few seconds to send its request and take
+// the answer, and past a cap on open connections the one that has waited
+// longest is closed, so slow or hostile clients cannot hold off a scrape
+// (docs/monitoring.md, "Limits").
 #pragma once
 
 #include <memory>

@@ -20,6 +20,9 @@ CalibrationProfile profile_from_json(const nlohmann::json& json, const std::stri
 
 // $NIMBUS_PROFILE, else $XDG_CACHE_HOME/nimbus/device-profile.json, else ~/.cache/nimbus/device-profile.json.
 std::string default_profile_path();
+// Makes the profile's folder and checks that a file can be written there, so that `nimbus bench`
+// refuses a bad --profile before measuring; throws NotFound naming the path.
+void prepare_profile_path(const std::string& path);
 void save_profile(const CalibrationProfile& profile, const std::string& path);
 // Throws NotFound with the remedy (`nimbus bench`) when there is none.
 CalibrationProfile load_profile(const std::string& path);

@@ -53,6 +53,9 @@ struct CloudSpec {
   std::string source, as_of;
 };
 
+// The most GPUs one catalog instance may have (8 on the largest today).
+inline constexpr int kMaxGpusPerInstance = 64;
+
 struct InstanceSpec {
   std::string cloud, name;
   std::string gpu;  // catalog GPU name; empty for CPU instances

@@ -23,6 +23,13 @@
 
 namespace nimbus::plan {
 
+// The largest request the planner takes: beyond any real run, and small enough that its integer
+// arithmetic (devices over the nodes, a doubled batch, its divisors) cannot overflow or run long.
+inline constexpr int kMaxNodes = 1024;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxSamples = 1'000'000'000'000;  // per epoch
+inline constexpr int kMaxEpochs = 1'000'000;
+
 struct PlanRequest {
   int64_t samples = 0;  // per epoch
   int epochs = 1;
