@@ -100,7 +100,8 @@ Optimizer::Optimizer(std::string name, LearningRate learning_rate, ClipOptions c
   }
   if (!learning_rate_.is_schedule()) {
     const double rate = learning_rate_.at(0);
-    require(rate > 0 && std::isfinite(rate), name_, "learning_rate", "a finite number > 0", rate);
+    // 0 is allowed, as in PyTorch and Keras: a run that evaluates the starting weights.
+    require(rate >= 0 && std::isfinite(rate), name_, "learning_rate", "a finite number >= 0", rate);
   }
 }
 

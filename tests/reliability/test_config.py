@@ -117,7 +117,7 @@ def test_an_infinite_number_anywhere_is_refused(tiny):
 
 def test_a_negative_learning_rate_is_refused(tiny):
     config = with_optimizer(tiny, "{name: sgd, learning_rate: -0.1}")
-    assert_refused(run_nimbus("train", config, cwd=tiny), f"{config}:", "learning_rate must be a finite number > 0")
+    assert_refused(run_nimbus("train", config, cwd=tiny), f"{config}:", "learning_rate must be a finite number >= 0")
 
 
 def test_a_negative_batch_size_is_refused_before_the_run_directory_is_made(tiny):

@@ -7,6 +7,7 @@ intact; --resume continues the run that is there.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,9 +42,9 @@ def wait_for(condition, process, seconds=60):
 
 
 def long_config(tiny):
-    """tiny.yaml training for ever, a checkpoint every 20 steps."""
+    """tiny.yaml training for ever, a checkpoint every 20 steps (no best.safetensors: the newest is a ckpt-*)."""
     path = tiny / "long.yaml"
-    path.write_text(tiny_config(tiny, fit=LONG_FIT, extra="checkpoint: {save_freq: 20, max_to_keep: 2}\n"))
+    path.write_text(tiny_config(tiny, fit=LONG_FIT, extra="checkpoint: {save_freq: 20, max_to_keep: 2, save_best: false}\n"))
     return path
 
 
@@ -157,7 +158,9 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny):
         metrics.write('{"type":"step","epoch":9,"st')
     outcome = run_nimbus("train", "--resume", run, "--set", "fit.epochs=60")
     assert_succeeded(outcome, "Resuming from")
-    newest = max(int(name[len("ckpt-"):-len(".safetensors")]) for name in checkpoints if name.startswith("ckpt-"))
+    # (A kill during a save leaves its temporary file beside the checkpoints: not a checkpoint.)
+    newest = max(int(found.group(1)) for found in map(re.compile(r"ckpt-(\d+)\.safetensors").fullmatch, checkpoints)
+                 if found)
     assert f"(global step {newest})" in outcome.stdout, outcome.describe()
 
 

@@ -169,9 +169,9 @@ TEST(Config, ValidationNamesLineKeyAndRemedy) {
   EXPECT_NE(type.find("--set fit.epochs=five: fit.epochs must be an integer"), std::string::npos) << type;
   const std::string empty = refusal("", "", {"fit.batch_size="});
   EXPECT_NE(empty.find("--set fit.batch_size=: no value after '='"), std::string::npos) << empty;
-  const std::string rate = refusal("", "", {"compile.optimizer.learning_rate=0"});
-  EXPECT_NE(rate.find("--set compile.optimizer.learning_rate=0: compile.optimizer.learning_rate: AdamW: "
-                      "learning_rate must be a finite number > 0, got 0"),
+  const std::string rate = refusal("", "", {"compile.optimizer.learning_rate=-0.1"});
+  EXPECT_NE(rate.find("--set compile.optimizer.learning_rate=-0.1: compile.optimizer.learning_rate: AdamW: "
+                      "learning_rate must be a finite number >= 0, got -0.1"),
             std::string::npos)
       << rate;
 }
