@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -19,16 +18,13 @@
 #include "nimbus/train/callbacks.h"
 #include "nimbus/train/preemption.h"
 #include "nimbus/train/tensorboard.h"
+#include "wall_clock.h"
 
 namespace nimbus::train {
 
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The epoch line's fields a summary keeps (all but "type" and "time").
 OrderedJson epoch_record(const OrderedJson& line) {

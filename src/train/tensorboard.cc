@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "nimbus/base/error.h"
+#include "wall_clock.h"
 
 namespace nimbus::train {
 
@@ -53,10 +53,6 @@ class ProtoWriter {
   }
   std::string bytes_;
 };
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string event_file_path(const std::string& log_dir) {
   std::filesystem::create_directories(log_dir);
