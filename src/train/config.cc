@@ -164,10 +164,9 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
     for (const auto& [name, value] : fields.items()) line[name] = value;
   });
   const std::string oom_checkpoint = run.oom_checkpoint();
-  const History history =
-      train_data.pipeline
-          ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, oom_checkpoint)
-          : fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, oom_checkpoint);
+  const History history = train_data.pipeline
+                              ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, oom_checkpoint)
+                              : fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, oom_checkpoint);
   Json extra = {{"run_dir", run.path()},
                 {"micro_batch", memory.micro_batch()},
                 {"gradient_accumulation", memory.gradient_accumulation},
