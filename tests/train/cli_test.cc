@@ -54,15 +54,20 @@ void expect_same_bits(const std::map<std::string, Tensor>& a, const std::map<std
   }
 }
 
-// 2048 samples of 16x16, batch 8: 256 steps per epoch, 2 epochs.
+// `samples` images of 16x16, batch 8, 2 epochs.
 struct CliRun {
   TemporaryFolder folder{"nimbus_cli"};
   std::string config = folder / "tiny.yaml";
-  CliRun() { std::ofstream(config) << write_tiny_run(folder, 2048, 16, 32, "{epochs: 2, batch_size: 8, verbose: 2}"); }
+  explicit CliRun(int samples = 2048) {
+    std::ofstream(config) << write_tiny_run(folder, samples, 16, 32, "{epochs: 2, batch_size: 8, verbose: 2}");
+  }
 };
 
 TEST(Cli, SigtermMidEpochCheckpointsAndResumeFinishesTheSameRun) {
-  CliRun run;
+  // 1024 steps per epoch: the signal, sent after the first step is logged, must land within the first
+  // epoch even when a loaded machine keeps this test process off the CPU for half a second.
+  constexpr int kSamples = 8192, kSteps = 2 * kSamples / 8;
+  CliRun run(kSamples);
   const std::string straight = run.folder / "straight", stopped = run.folder / "stopped";
   const std::string output = run_command(kNimbus + " train " + run.config + " --run-dir " + straight + " 2>&1");
   ASSERT_NE(output.find("samples/s"), std::string::npos) << output;
@@ -94,11 +99,11 @@ TEST(Cli, SigtermMidEpochCheckpointsAndResumeFinishesTheSameRun) {
   const std::string resumed = run_command(kNimbus + " train --resume " + stopped + " 2>&1");
   EXPECT_NE(resumed.find("Resuming from " + checkpoints[0].path), std::string::npos) << resumed;
   const nlohmann::json summary = nlohmann::json::parse(std::ifstream(stopped + "/summary.json"));
-  EXPECT_EQ(summary["steps"], 512);
-  EXPECT_EQ(summary["samples_total"], 2 * 2048);
+  EXPECT_EQ(summary["steps"], kSteps);
+  EXPECT_EQ(summary["samples_total"], 2 * kSamples);
   EXPECT_EQ(summary["interrupted"], false);
   EXPECT_EQ(summary["epochs"].size(), 2u);
-  EXPECT_EQ(step_lines(stopped + "/metrics.jsonl"), 512);  // every step once, none lost or repeated
+  EXPECT_EQ(step_lines(stopped + "/metrics.jsonl"), kSteps);  // every step once, none lost or repeated
   expect_same_bits(final_weights(stopped), final_weights(straight));
   const nlohmann::json reference = nlohmann::json::parse(std::ifstream(straight + "/summary.json"));
   EXPECT_EQ(summary["final"], reference["final"]);
