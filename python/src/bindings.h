@@ -1,0 +1,32 @@
+// The pieces of the nimbus._nimbus extension, one per file, and the conversions they share.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "nimbus/base/dtype.h"
+#include "nimbus/tensor/tensor.h"
+
+namespace nimbus::python {
+
+namespace py = pybind11;
+
+// Each adds its part of the API to the module (module.cc calls them in this order).
+void bind_errors(py::module_& m);
+void bind_tensor(py::module_& m);
+
+// A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
+// dtype or scalar type (np.float32). InvalidArgument names the value otherwise.
+DType dtype_from_python(const py::handle& value);
+// The NumPy dtype that holds a tensor of `dtype` (bfloat16, which NumPy lacks, is read as float32).
+py::dtype numpy_dtype_of(DType dtype);
+
+// A tensor from a Tensor, a Variable, a NumPy array, or Python numbers and nested lists (TensorFlow's
+// convert_to_tensor). A C-contiguous NumPy array of a supported dtype is wrapped, not copied, when no
+// other dtype is asked for; Python floats become float32 and ints int32, as in TensorFlow.
+Tensor to_tensor(const py::handle& value, const py::handle& dtype = py::none());
+
+// A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
+py::array tensor_to_numpy(const Tensor& tensor);
+
+}  // namespace nimbus::python

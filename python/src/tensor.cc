@@ -1,0 +1,248 @@
+// nimbus.Tensor and nimbus.Variable, dtypes, and the conversions between tensors and NumPy arrays.
+// NumPy arrays of a supported dtype are wrapped without a copy in both directions where the memory
+// allows it (docs/python.md lists when a conversion copies).
+#include <fmt/format.h>
+
+#include <string>
+
+#include "bindings.h"
+#include "nimbus/autodiff/variable.h"
+#include "nimbus/base/error.h"
+#include "nimbus/tensor/storage.h"
+
+namespace nimbus::python {
+namespace {
+
+// TensorFlow's name of each dtype; nimbus.float32 etc. are these enumerators.
+constexpr std::pair<DType, const char*> kPythonNames[] = {
+    {DType::kF32, "float32"}, {DType::kF64, "float64"}, {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"},
+    {DType::kI32, "int32"},   {DType::kI64, "int64"},   {DType::kU8, "uint8"},    {DType::kBool, "bool"}};
+
+const char* python_name(DType dtype) {
+  for (const auto& [each, name] : kPythonNames) {
+    if (each == dtype) return name;
+  }
+  return "?";
+}
+
+// The dtype of a NumPy dtype, if Nimbus has one.
+std::optional<DType> dtype_of_numpy(const py::dtype& dtype) {
+  if (dtype.kind() == 'f' && dtype.itemsize() == 4) return DType::kF32;
+  if (dtype.kind() == 'f' && dtype.itemsize() == 8) return DType::kF64;
+  if (dtype.kind() == 'f' && dtype.itemsize() == 2) return DType::kF16;
+  if (dtype.kind() == 'i' && dtype.itemsize() == 4) return DType::kI32;
+  if (dtype.kind() == 'i' && dtype.itemsize() == 8) return DType::kI64;
+  if (dtype.kind() == 'u' && dtype.itemsize() == 1) return DType::kU8;
+  if (dtype.kind() == 'b') return DType::kBool;
+  return std::nullopt;
+}
+
+Shape shape_of(const py::array& array) {
+  std::vector<int64_t> dims(array.shape(), array.shape() + array.ndim());
+  return Shape(dims);
+}
+
+bool is_native_c_contiguous(const py::array& array) {
+  const int flags = py::detail::array_proxy(array.ptr())->flags;
+  return (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0 && array.dtype().attr("isnative").cast<bool>();
+}
+
+// A CPU tensor over the array's memory; the tensor holds a reference to the array until its storage goes.
+Tensor wrap_array(const py::array& array, DType dtype) {
+  auto* owner = new py::object(array);
+  auto release = [owner] {
+    if (!Py_IsInitialized()) return;  // at interpreter exit the array is gone with everything else
+    py::gil_scoped_acquire gil;
+    delete owner;
+  };
+  const auto bytes = static_cast<size_t>(array.nbytes());
+  auto storage = std::make_shared<Storage>(Device::cpu(), const_cast<void*>(array.data()), bytes, release);
+  return Tensor::view(std::move(storage), 0, shape_of(array), dtype);
+}
+
+// Python numbers and nested lists, in the dtype asked for, or typed as TensorFlow types them: floats
+// float32, ints int32.
+py::array array_of_python_value(const py::handle& value, std::optional<DType> requested) {
+  py::array array = requested
+                        ? py::array(py::module_::import("numpy").attr("asarray")(value, numpy_dtype_of(*requested)))
+                        : py::array::ensure(value);
+  if (!array)
+    throw InvalidArgument(fmt::format("cannot convert a {} to a tensor", py::str(value.get_type()).cast<std::string>()),
+                          "pass a NumPy array, a number, a nested list of numbers or a nimbus.Tensor");
+  if (requested) return array;
+  if (array.dtype().kind() == 'f') return array.attr("astype")("float32");
+  if (array.dtype().kind() == 'i') return array.attr("astype")("int32");
+  return array;
+}
+
+Tensor tensor_of_array(py::array array, std::optional<DType> requested) {
+  const std::optional<DType> own = dtype_of_numpy(array.dtype());
+  if (!own) {
+    throw InvalidArgument(fmt::format("NumPy dtype {} has no nimbus dtype", py::str(array.dtype()).cast<std::string>()),
+                          "cast the array to float32, float64, float16, int32, int64, uint8 or bool first");
+  }
+  const DType dtype = requested.value_or(*own);
+  if (dtype == *own && is_native_c_contiguous(array)) return wrap_array(array, dtype);
+  // A copy: another layout, byte order or dtype. bfloat16 goes through float32, which NumPy has.
+  const py::array contiguous = py::array::ensure(array, py::array::c_style | py::array::forcecast);
+  const Tensor wrapped = tensor_of_array(py::array(contiguous.attr("copy")()), std::nullopt);
+  return dtype == *own ? wrapped : wrapped.to(dtype);
+}
+
+void make_read_only(py::array& array) {
+  py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+}
+
+std::string tensor_repr(const Tensor& tensor) {
+  if (tensor.is_symbolic()) {
+    return fmt::format("<nimbus.Tensor shape={} dtype={} (symbolic, inside nimbus.function)>",
+                       tensor.shape().to_string(), python_name(tensor.dtype()));
+  }
+  const std::string values = py::str(tensor_to_numpy(tensor)).cast<std::string>();
+  return fmt::format("<nimbus.Tensor: shape={}, dtype={}, numpy={}>", tensor.shape().to_string(),
+                     python_name(tensor.dtype()), values);
+}
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple dims(shape.rank());
+  for (int i = 0; i < shape.rank(); ++i) dims[i] = shape[i];
+  return dims;
+}
+
+}  // namespace
+
+DType dtype_from_python(const py::handle& value) {
+  if (py::isinstance<DType>(value)) return value.cast<DType>();
+  if (py::isinstance<py::str>(value)) {
+    const auto text = value.cast<std::string>();
+    for (const auto& [dtype, name] : kPythonNames) {
+      if (text == name) return dtype;
+    }
+    return parse_dtype(text);
+  }
+  const py::module_ numpy = py::module_::import("numpy");
+  try {
+    const py::dtype numpy_dtype = numpy.attr("dtype")(value);
+    if (const auto dtype = dtype_of_numpy(numpy_dtype)) return *dtype;
+  } catch (const py::error_already_set&) {
+  }
+  throw InvalidArgument(fmt::format("not a dtype: {}", py::repr(value).cast<std::string>()),
+                        "use nimbus.float32, nimbus.bfloat16, ..., a name such as 'float32', or a NumPy dtype");
+}
+
+py::dtype numpy_dtype_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kBF16: return py::dtype::of<float>();
+    case DType::kF64: return py::dtype::of<double>();
+    case DType::kF16: return py::dtype("float16");
+    case DType::kI32: return py::dtype::of<int32_t>();
+    case DType::kI64: return py::dtype::of<int64_t>();
+    case DType::kU8: return py::dtype::of<uint8_t>();
+    case DType::kBool: return py::dtype::of<bool>();
+  }
+  return py::dtype::of<float>();
+}
+
+Tensor to_tensor(const py::handle& value, const py::handle& dtype) {
+  const std::optional<DType> requested =
+      dtype.is_none() ? std::nullopt : std::optional<DType>(dtype_from_python(dtype));
+  if (py::isinstance<Tensor>(value)) {
+    const auto tensor = value.cast<Tensor>();
+    if (requested && *requested != tensor.dtype()) {
+      throw InvalidArgument(fmt::format("a {} tensor was given where {} was asked for", python_name(tensor.dtype()),
+                                        python_name(*requested)),
+                            "convert it with nimbus.cast(tensor, dtype)");
+    }
+    return tensor;
+  }
+  if (py::isinstance<Variable>(value)) return to_tensor(py::cast(value.cast<Variable>().value()), dtype);
+  if (py::isinstance<py::array>(value)) return tensor_of_array(py::reinterpret_borrow<py::array>(value), requested);
+  return tensor_of_array(array_of_python_value(value, requested), requested);
+}
+
+py::array tensor_to_numpy(const Tensor& tensor) {
+  if (tensor.is_symbolic()) {
+    throw InvalidArgument(
+        fmt::format("a symbolic tensor (shape {}) has no value: it stands for a value inside nimbus.function",
+                    tensor.shape().to_string()),
+        "return it from the function and read the result, or call the function's body without @nimbus.function");
+  }
+  const Tensor host = tensor.dtype() == DType::kBF16 ? tensor.to(DType::kF32) : detail::host_copy(tensor);
+  std::vector<py::ssize_t> dims(host.shape().dims().begin(), host.shape().dims().end());
+  auto* owner = new Tensor(host);
+  const py::capsule keep_alive(owner, [](void* tensor) { delete static_cast<Tensor*>(tensor); });
+  py::array array(numpy_dtype_of(tensor.dtype()), dims, host.raw_data(), keep_alive);
+  make_read_only(array);
+  return array;
+}
+
+void bind_tensor(py::module_& m) {
+  py::enum_<DType> dtype(m, "DType");
+  for (const auto& [each, name] : kPythonNames) dtype.value(name, each);
+  dtype.def_property_readonly("size", [](DType d) { return dtype_size(d); })
+      .def_property_readonly("is_floating", [](DType d) { return is_floating(d); })
+      .def_property_readonly("is_integer", [](DType d) { return is_integral(d); })
+      .def_property_readonly("is_bool", [](DType d) { return d == DType::kBool; })
+      .def_property_readonly("as_numpy_dtype", [](DType d) { return numpy_dtype_of(d).attr("type"); });
+  m.def("as_dtype", &dtype_from_python, py::arg("type_value"));
+
+  py::class_<Tensor>(m, "Tensor")
+      .def_property_readonly("_shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::rank)
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().to_string(); })
+      .def("numpy", &tensor_to_numpy)
+      .def(
+          "__array__",
+          [](const Tensor& t, const py::object& dtype) {
+            py::array array = tensor_to_numpy(t);
+            return dtype.is_none() ? array : py::array(array.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def("__len__",
+           [](const Tensor& t) {
+             if (t.rank() == 0) throw InvalidArgument("len() of a scalar tensor", "use tensor.shape");
+             return t.dim(0);
+           })
+      .def("__repr__", &tensor_repr)
+      .def("__str__", [](const Tensor& t) { return py::str(tensor_to_numpy(t)).cast<std::string>(); });
+
+  py::class_<Variable>(m, "Variable")
+      .def(py::init(
+               [](const py::object& initial_value, bool trainable, const py::object& name, const py::object& dtype) {
+                 // A copy: assign() writes in place, and must not write into the caller's array.
+                 const Tensor initial = to_tensor(initial_value, dtype).clone();
+                 return Variable(initial, name.is_none() ? "Variable" : name.cast<std::string>(), trainable);
+               }),
+           py::arg("initial_value"), py::arg("trainable") = true, py::arg("name") = py::none(),
+           py::arg("dtype") = py::none())
+      .def_property_readonly("name", &Variable::name)
+      .def_property_readonly("trainable", &Variable::trainable)
+      .def_property_readonly("_shape", [](const Variable& v) { return shape_tuple(v.shape()); })
+      .def_property_readonly("dtype", &Variable::dtype)
+      .def("value", &Variable::value)
+      .def("read_value", &Variable::value)
+      .def("numpy", [](const Variable& v) { return py::array(tensor_to_numpy(v.value()).attr("copy")()); })
+      .def(
+          "assign", [](Variable& v, const py::object& value) { v.assign(to_tensor(value, py::cast(v.dtype()))); },
+          py::arg("value"))
+      .def(
+          "assign_add",
+          [](Variable& v, const py::object& delta) { v.assign_add(to_tensor(delta, py::cast(v.dtype()))); },
+          py::arg("delta"))
+      .def(
+          "assign_sub",
+          [](Variable& v, const py::object& delta) { v.assign_sub(to_tensor(delta, py::cast(v.dtype()))); },
+          py::arg("delta"))
+      .def("__repr__", [](const Variable& v) {
+        return fmt::format("<nimbus.Variable '{}' shape={} dtype={}>", v.name(), v.shape().to_string(),
+                           python_name(v.dtype()));
+      });
+
+  m.def(
+      "constant", [](const py::object& value, const py::object& dtype) { return to_tensor(value, dtype); },
+      py::arg("value"), py::arg("dtype") = py::none());
+}
+
+}  // namespace nimbus::python
