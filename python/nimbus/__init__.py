@@ -8,6 +8,8 @@ from nimbus import errors
 from nimbus._nimbus import DType, Tensor, Variable, as_dtype, constant
 from nimbus.tensor_shape import TensorShape
 
+from nimbus import keras  # pylint: disable=wrong-import-position  (after the names keras uses)
+
 float32 = DType.float32
 float64 = DType.float64
 float16 = DType.float16

@@ -3,6 +3,7 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file: type casters must agree across the extension
 
 #include "nimbus/base/dtype.h"
 #include "nimbus/tensor/tensor.h"
@@ -14,6 +15,7 @@ namespace py = pybind11;
 // Each adds its part of the API to the module (module.cc calls them in this order).
 void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
+void bind_models(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.

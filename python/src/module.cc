@@ -1,8 +1,10 @@
 // nimbus._nimbus: the C++ engine's API for the pure-Python package python/nimbus.
+
 #include "bindings.h"
 
 PYBIND11_MODULE(_nimbus, m) {
   m.doc() = "The Nimbus engine's Python bindings; import nimbus, not this module.";
   nimbus::python::bind_errors(m);
   nimbus::python::bind_tensor(m);
+  nimbus::python::bind_models(m);
 }
