@@ -282,6 +282,8 @@ Layer layer_from_config(const std::string& class_name, const nlohmann::json& con
       layer->dtype_policy = DTypePolicy::named(policy.is_object() ? policy.at("config").at("name").get<std::string>()
                                                                   : policy.get<std::string>());
     }
+    // Keras's layer.trainable = False (frozen layers keep their weights out of training).
+    if (config.contains("trainable")) layer->trainable = config["trainable"].get<bool>();
     return layer;
   } catch (const ArgumentError& error) {
     throw InvalidArgument(fmt::format("{}: {}", class_name, error.message()), error.hint());

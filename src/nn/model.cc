@@ -290,8 +290,13 @@ void Model::summary() const { std::cout << summary_string() << std::flush; }
 // ---- serialization ----
 
 namespace {
+// A layer's entry with what Keras keeps beside its arguments, where it differs from the default: a
+// frozen layer and a mixed-precision policy (layer_from_config reads both back).
 nlohmann::json layer_entry(const LayerImpl& layer) {
-  return {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
+  nlohmann::json config = layer.get_config();
+  if (!layer.trainable) config["trainable"] = false;
+  if (layer.dtype_policy.is_mixed()) config["dtype_policy"] = layer.dtype_policy.name;
+  return {{"class_name", layer.class_name()}, {"config", config}};
 }
 }  // namespace
 
