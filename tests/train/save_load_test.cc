@@ -110,6 +110,23 @@ TEST(SaveLoad, FunctionalResidualModel) {
   EXPECT_EQ(loaded.count_params(), model.count_params());
 }
 
+TEST(SaveLoad, FrozenLayersAndMixedPoliciesSurvive) {
+  nn::Layer frozen = nn::Dense(3, {.name = "frozen"});
+  frozen->trainable = false;
+  nn::Layer mixed = nn::Dense(2, {.name = "mixed"});
+  mixed->dtype_policy = nn::DTypePolicy::named("mixed_bfloat16");
+  nn::Sequential model({nn::InputLayer({4}), frozen, mixed, nn::Dense(1, {.name = "plain"})}, "kept");
+  const std::string path = temp_path("kept.safetensors");
+  model.save(path);
+  const nn::Model loaded = nn::load_model(path);
+  std::remove(path.c_str());
+  EXPECT_FALSE(loaded.get_layer("frozen")->trainable);
+  EXPECT_TRUE(loaded.get_layer("plain")->trainable);
+  EXPECT_EQ(loaded.get_layer("mixed")->dtype_policy.name, "mixed_bfloat16");
+  EXPECT_EQ(loaded.get_layer("plain")->dtype_policy.name, "float32");
+  EXPECT_EQ(loaded.trainable_weights().size(), 4u);
+}
+
 TEST(SaveLoad, TransformerBlockKeepsAttentionAndAdaptedStatistics) {
   nn::KerasTensor in = nn::Input({5, 3});
   nn::Layer normalization = nn::Normalization({.name = "norm"});
