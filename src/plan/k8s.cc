@@ -82,8 +82,9 @@ Json job_command(const Plan& plan, const ManifestOptions& options) {
        resume_prelude(options) + fmt::format("exec {} --run-dir \"$run\" $resume {}", train, metrics_flags(options))});
 }
 
-// The MPIJob's launcher: mpirun starts one nimbus process per GPU on the workers (through their sshd),
-// passing the launcher's environment on (-x). It alone decides whether the job resumes, so that every
+// The MPIJob's launcher: mpirun starts one nimbus process per GPU on the workers (through their sshd,
+// whose sessions do not see the image's environment: -x passes the launcher's on, PATH and
+// LD_LIBRARY_PATH included). It alone decides whether the job resumes, so that every
 // rank agrees. Each rank sees the GPU of its pod numbered by its local rank (Open MPI's
 // OMPI_COMM_WORLD_LOCAL_RANK, 0 to slotsPerWorker - 1) as its only one. Rank 0 writes the run directory
 // on the shared claim; the others write their own files under the pod's scratch folder.
@@ -93,11 +94,12 @@ Json launcher_command(const Plan& plan, const ManifestOptions& options) {
       "exec {} --run-dir {}/{} --worker-dir {} {} \"$@\"",
       shell_words(train_command_for(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides)),
       kRunsMount, options.name, kScratchMount, metrics_flags(options));
-  return Json::array({"/bin/sh", "-c",
-                      resume_prelude(options) +
-                          fmt::format("exec mpirun --allow-run-as-root -np {} -bind-to none -x NIMBUS_MEMORY_MODE -x "
-                                      "NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c {} rank $resume",
-                                      plan.device_count, shell_word(rank))});
+  return Json::array(
+      {"/bin/sh", "-c",
+       resume_prelude(options) + fmt::format("exec mpirun --allow-run-as-root -np {} -bind-to none -x PATH -x "
+                                             "LD_LIBRARY_PATH -x NIMBUS_MEMORY_MODE -x "
+                                             "NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c {} rank $resume",
+                                             plan.device_count, shell_word(rank))});
 }
 
 // Growth mode with a limit 25% above the predicted need (rounded up to a GiB): room for the

@@ -155,8 +155,8 @@ TEST(K8s, MultiNodePlanIsAnMpiJobOfOneMultiWorkerProcessPerGpuOnAReadWriteManyCl
   const Json& launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
   EXPECT_EQ(launcher["env"][2], Json({{"name", "NCCL_DEBUG"}, {"value", "WARN"}}));
   const std::string command = launcher["command"][2];
-  EXPECT_THAT(command, HasSubstr("exec mpirun --allow-run-as-root -np 16 -bind-to none -x NIMBUS_MEMORY_MODE -x "
-                                 "NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c "));
+  EXPECT_THAT(command, HasSubstr("exec mpirun --allow-run-as-root -np 16 -bind-to none -x PATH -x LD_LIBRARY_PATH -x "
+                                 "NIMBUS_MEMORY_MODE -x NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c "));
   EXPECT_THAT(command, HasSubstr(R"(export CUDA_VISIBLE_DEVICES="$OMPI_COMM_WORLD_LOCAL_RANK"; exec nimbus train)"));
   EXPECT_THAT(command, HasSubstr("--set runtime.device=cuda --set runtime.strategy.type=multi_worker_mirrored"));
   EXPECT_THAT(command, HasSubstr(fmt::format("fit.batch_size={}", plan.micro_batch * 16)));
