@@ -16,6 +16,8 @@ using Json = nlohmann::json;
 
 constexpr const char* kConfigMount = "/etc/nimbus";
 constexpr const char* kRunsMount = "/runs";
+// MPIJob workers: ranks 1.. write their own files here (an emptyDir), never on the shared claim.
+constexpr const char* kScratchMount = "/scratch";
 
 void check_name(const std::string& name) {
   static const std::regex dns1123("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
@@ -26,28 +28,88 @@ void check_name(const std::string& name) {
   }
 }
 
-// nimbus train's command line in the container: continues the run when a previous pod of this job
-// began it (its config.json is written first). --resume takes the newest intact checkpoint, or starts
-// again from step 0 when that pod was stopped before its first one; a run of another config there is
-// refused, never mixed in. A pod stopped before config.json left only its claim: this one starts afresh.
-Json train_command(const Plan& plan, const ManifestOptions& options) {
-  std::string command = fmt::format(
-      "run={}/{}; resume=; [ -e \"$run\"/config.json ] && resume=\"--resume $run\"; "
-      "exec nimbus train {}/config.yaml --run-dir \"$run\" $resume --metrics-port {} --metrics-address 0.0.0.0 "
-      "--set fit.gradient_accumulation={}",
-      kRunsMount, options.name, kConfigMount, options.metrics_port, plan.gradient_accumulation);
+// `word` as POSIX sh reads it back: as it is when plain, else in single quotes.
+std::string shell_word(const std::string& word) {
+  static const std::regex plain("[A-Za-z0-9_./=:,+@%-]+");
+  if (std::regex_match(word, plain)) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string shell_words(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& word : words) line += (line.empty() ? "" : " ") + shell_word(word);
+  return line;
+}
+
+// The nimbus train command line that runs `plan` with the config at `config_path`: the user's --set
+// overrides first (the plan was made with them), then what the plan chose, which must win: the device,
+// one MPI process per GPU across nodes, the global batch, its accumulation and the precision.
+std::vector<std::string> train_command_for(const Plan& plan, const std::string& config_path,
+                                           const std::vector<std::string>& set_overrides) {
+  std::vector<std::string> argv = {"nimbus", "train", config_path};
+  const auto set = [&argv](const std::string& key_value) { argv.insert(argv.end(), {"--set", key_value}); };
+  for (const std::string& key_value : set_overrides) set(key_value);
+  set(plan.device == "cpu" ? "runtime.device=cpu" : "runtime.device=cuda");
+  if (plan.nodes > 1) set("runtime.strategy.type=multi_worker_mirrored");
+  set(fmt::format("fit.batch_size={}", plan.micro_batch * plan.gradient_accumulation * plan.device_count));
+  set(fmt::format("fit.gradient_accumulation={}", plan.gradient_accumulation));
   // float32 is runtime.precision's default; the others name their policy (docs/mixed_precision.md).
-  if (plan.precision != Precision::kFloat32) command += " --set runtime.precision=" + precision_name(plan.precision);
-  for (const std::string& set : options.set_overrides) command += " --set " + set;
-  return Json::array({"/bin/sh", "-c", command});
+  if (plan.precision != Precision::kFloat32) set("runtime.precision=" + precision_name(plan.precision));
+  return argv;
+}
+
+// Continues the run when a previous pod of this job began it (its config.json is written first):
+// --resume takes the newest intact checkpoint, or starts again from step 0 when that pod was stopped
+// before its first one; a run of another config there is refused, never mixed in. A pod stopped before
+// config.json left only its claim: this one starts afresh. Sets $run and $resume for what follows.
+std::string resume_prelude(const ManifestOptions& options) {
+  return fmt::format("run={}/{}; resume=; [ -e \"$run\"/config.json ] && resume=\"--resume $run\"; ", kRunsMount,
+                     options.name);
+}
+
+std::string metrics_flags(const ManifestOptions& options) {
+  return fmt::format("--metrics-port {} --metrics-address 0.0.0.0", options.metrics_port);
+}
+
+// The Job's container: nimbus train itself, continuing the run of a replaced pod.
+Json job_command(const Plan& plan, const ManifestOptions& options) {
+  const std::string train =
+      shell_words(train_command_for(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides));
+  return Json::array(
+      {"/bin/sh", "-c",
+       resume_prelude(options) + fmt::format("exec {} --run-dir \"$run\" $resume {}", train, metrics_flags(options))});
+}
+
+// The MPIJob's launcher: mpirun starts one nimbus process per GPU on the workers (through their sshd,
+// whose sessions do not see the image's environment: -x passes the launcher's on, PATH and
+// LD_LIBRARY_PATH included). It alone decides whether the job resumes, so that every
+// rank agrees. Each rank sees the GPU of its pod numbered by its local rank (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK, 0 to slotsPerWorker - 1) as its only one. Rank 0 writes the run directory
+// on the shared claim; the others write their own files under the pod's scratch folder.
+Json launcher_command(const Plan& plan, const ManifestOptions& options) {
+  std::string rank = plan.device == "cpu" ? "" : "export CUDA_VISIBLE_DEVICES=\"$OMPI_COMM_WORLD_LOCAL_RANK\"; ";
+  rank += fmt::format(
+      "exec {} --run-dir {}/{} --worker-dir {} {} \"$@\"",
+      shell_words(train_command_for(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides)),
+      kRunsMount, options.name, kScratchMount, metrics_flags(options));
+  return Json::array(
+      {"/bin/sh", "-c",
+       resume_prelude(options) + fmt::format("exec mpirun --allow-run-as-root -np {} -bind-to none -x PATH -x "
+                                             "LD_LIBRARY_PATH -x NIMBUS_MEMORY_MODE -x "
+                                             "NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c {} rank $resume",
+                                             plan.device_count, shell_word(rank))});
 }
 
 // Growth mode with a limit 25% above the predicted need (rounded up to a GiB): room for the
-// allocator's fragmentation, and a bound that keeps co-located jobs apart.
-Json memory_environment(const Plan& plan) {
+// allocator's fragmentation, and a bound that keeps co-located jobs apart. NCCL reports warnings
+// and errors only.
+Json trainer_environment(const Plan& plan) {
   const double gib = std::ceil(plan.memory_bytes * 1.25 / (1024.0 * 1024 * 1024));
   return Json::array({{{"name", "NIMBUS_MEMORY_MODE"}, {"value", "growth"}},
-                      {{"name", "NIMBUS_MEMORY_LIMIT"}, {"value", fmt::format("{:.0f}GiB", std::max(1.0, gib))}}});
+                      {{"name", "NIMBUS_MEMORY_LIMIT"}, {"value", fmt::format("{:.0f}GiB", std::max(1.0, gib))}},
+                      {{"name", "NCCL_DEBUG"}, {"value", "WARN"}}});
 }
 
 Json node_selector(const Plan& plan, const Catalog& catalog, const InstanceSpec* instance, bool spot) {
@@ -80,9 +142,15 @@ Json tolerations(const Plan& plan, bool spot) {
   return list;
 }
 
-// The trainer's container: its command, GPUs, memory mode, metrics port and mounts.
+Json mount(const std::string& volume, const std::string& path, bool read_only = false) {
+  Json entry = {{"name", volume}, {"mountPath", path}};
+  if (read_only) entry["readOnly"] = true;
+  return entry;
+}
+
+// The container that trains: its command, GPUs, environment, metrics port and mounts.
 Json trainer_container(const Plan& plan, const InstanceSpec* instance, const ManifestOptions& options,
-                       const std::string& container_name) {
+                       const std::string& container_name, Json command, Json mounts) {
   const int gpus_per_node = plan.device == "cpu" ? 0 : plan.device_count / plan.nodes;
   Json resources = Json::object();
   if (instance != nullptr) {
@@ -93,27 +161,32 @@ Json trainer_container(const Plan& plan, const InstanceSpec* instance, const Man
   if (gpus_per_node > 0) resources["limits"] = {{"nvidia.com/gpu", gpus_per_node}};
   return {{"name", container_name},
           {"image", options.image},
-          {"command", train_command(plan, options)},
-          {"env", memory_environment(plan)},
+          {"command", std::move(command)},
+          {"env", trainer_environment(plan)},
           {"ports", Json::array({{{"name", "metrics"}, {"containerPort", options.metrics_port}}})},
           {"resources", resources},
-          {"volumeMounts", Json::array({{{"name", "config"}, {"mountPath", kConfigMount}, {"readOnly", true}},
-                                        {{"name", "runs"}, {"mountPath", kRunsMount}}})}};
+          {"volumeMounts", std::move(mounts)}};
+}
+
+Json config_volume(const ManifestOptions& options) {
+  return {{"name", "config"}, {"configMap", {{"name", options.name + "-config"}}}};
+}
+
+Json runs_volume(const ManifestOptions& options) {
+  return {{"name", "runs"}, {"persistentVolumeClaim", {{"claimName", options.name + "-runs"}}}};
 }
 
 Json pod_template(const Plan& plan, const Catalog& catalog, const InstanceSpec* instance,
-                  const ManifestOptions& options, Json containers, const std::string& restart_policy) {
+                  const ManifestOptions& options, Json containers, Json volumes) {
   // Finish the step and write the checkpoint before the cloud takes the node: a few seconds under its
   // notice (kubelet sends SIGTERM first, SIGKILL when this runs out).
   const auto grace = static_cast<int>(std::max(10.0, plan.preemption_notice_seconds - 5));
-  Json spec = {{"restartPolicy", restart_policy},
+  Json spec = {{"restartPolicy", "OnFailure"},
                {"terminationGracePeriodSeconds", grace},
                {"nodeSelector", node_selector(plan, catalog, instance, options.spot)},
                {"tolerations", tolerations(plan, options.spot)},
                {"containers", std::move(containers)},
-               {"volumes",
-                Json::array({{{"name", "config"}, {"configMap", {{"name", options.name + "-config"}}}},
-                             {{"name", "runs"}, {"persistentVolumeClaim", {{"claimName", options.name + "-runs"}}}}})}};
+               {"volumes", std::move(volumes)}};
   return {{"metadata",
            {{"labels", {{"app.kubernetes.io/name", "nimbus"}, {"app.kubernetes.io/instance", options.name}}},
             {"annotations",
@@ -130,43 +203,52 @@ Json metadata(const ManifestOptions& options, const std::string& name) {
 
 Json single_node_job(const Plan& plan, const Catalog& catalog, const InstanceSpec* instance,
                      const ManifestOptions& options) {
-  Json containers = Json::array({trainer_container(plan, instance, options, "trainer")});
+  Json trainer = trainer_container(plan, instance, options, "trainer", job_command(plan, options),
+                                   Json::array({mount("config", kConfigMount, true), mount("runs", kRunsMount)}));
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
           {"metadata", metadata(options, options.name)},
           {"spec",
            {// A preempted or failed pod is replaced and resumes from the last checkpoint.
             {"backoffLimit", 10},
-            {"template", pod_template(plan, catalog, instance, options, std::move(containers), "OnFailure")}}}};
+            {"template", pod_template(plan, catalog, instance, options, Json::array({trainer}),
+                                      Json::array({config_volume(options), runs_volume(options)}))}}}};
 }
 
+// Kubeflow's MPI operator (v2beta1, Open MPI): worker pods run sshd as their container's process, and
+// the launcher's mpirun starts the nimbus processes in them over ssh with the keys the operator mounts.
+// Every worker mounts the shared (ReadWriteMany) claim: rank 0 writes the run there, the other ranks
+// read its checkpoints when the job resumes and write their own files to the pod's scratch emptyDir.
 Json mpi_job(const Plan& plan, const Catalog& catalog, const InstanceSpec* instance, const ManifestOptions& options) {
   const int gpus_per_node = plan.device_count / plan.nodes;
-  Json worker = trainer_container(plan, instance, options, "worker");
-  worker.erase("command");
-  // The launcher starts one nimbus process per GPU on the workers with mpirun.
-  Json launcher = {
-      {"name", "launcher"},
-      {"image", options.image},
-      {"command", Json::array({"mpirun", "--allow-run-as-root", "-np", std::to_string(plan.device_count), "-bind-to",
-                               "none", "-x", "NIMBUS_MEMORY_MODE", "-x", "NIMBUS_MEMORY_LIMIT"})},
-      {"env", memory_environment(plan)}};
-  for (const Json& part : train_command(plan, options)) launcher["command"].push_back(part);
-  Json launcher_template = {{"metadata", {{"labels", {{"app.kubernetes.io/instance", options.name}}}}},
-                            {"spec", {{"containers", Json::array({launcher})}}}};
-  return {{"apiVersion", "kubeflow.org/v2beta1"},
-          {"kind", "MPIJob"},
-          {"metadata", metadata(options, options.name)},
-          {"spec",
-           {{"slotsPerWorker", gpus_per_node},
-            {"runPolicy", {{"cleanPodPolicy", "Running"}, {"backoffLimit", 10}}},
-            {"mpiImplementation", "OpenMPI"},
-            {"mpiReplicaSpecs",
-             {{"Launcher", {{"replicas", 1}, {"restartPolicy", "OnFailure"}, {"template", launcher_template}}},
-              {"Worker",
-               {{"replicas", plan.nodes},
-                {"restartPolicy", "OnFailure"},
-                {"template", pod_template(plan, catalog, instance, options, Json::array({worker}), "OnFailure")}}}}}}}};
+  const Json worker = trainer_container(
+      plan, instance, options, "worker", Json::array({"/usr/sbin/sshd", "-De"}),
+      Json::array({mount("config", kConfigMount, true), mount("runs", kRunsMount), mount("scratch", kScratchMount)}));
+  const Json worker_volumes =
+      Json::array({config_volume(options), runs_volume(options), {{"name", "scratch"}, {"emptyDir", Json::object()}}});
+  // The launcher reads the claim (has a previous launcher begun this run?) and passes its environment on.
+  const Json launcher = {{"name", "launcher"},
+                         {"image", options.image},
+                         {"command", launcher_command(plan, options)},
+                         {"env", trainer_environment(plan)},
+                         {"volumeMounts", Json::array({mount("runs", kRunsMount, true)})}};
+  const Json launcher_template = {
+      {"metadata", {{"labels", {{"app.kubernetes.io/name", "nimbus"}, {"app.kubernetes.io/instance", options.name}}}}},
+      {"spec", {{"containers", Json::array({launcher})}, {"volumes", Json::array({runs_volume(options)})}}}};
+  return {
+      {"apiVersion", "kubeflow.org/v2beta1"},
+      {"kind", "MPIJob"},
+      {"metadata", metadata(options, options.name)},
+      {"spec",
+       {{"slotsPerWorker", gpus_per_node},
+        {"runPolicy", {{"cleanPodPolicy", "Running"}, {"backoffLimit", 10}}},
+        {"mpiImplementation", "OpenMPI"},
+        {"mpiReplicaSpecs",
+         {{"Launcher", {{"replicas", 1}, {"restartPolicy", "OnFailure"}, {"template", launcher_template}}},
+          {"Worker",
+           {{"replicas", plan.nodes},
+            {"restartPolicy", "OnFailure"},
+            {"template", pod_template(plan, catalog, instance, options, Json::array({worker}), worker_volumes)}}}}}}}};
 }
 
 const InstanceSpec* find_instance(const Catalog& catalog, const Plan& plan) {
@@ -221,7 +303,15 @@ std::vector<Json> manifests(const Plan& plan, const Catalog& catalog, const Mani
                           "pick a cloud plan (--plan N counts the plans `nimbus plan` prints)");
   }
   const InstanceSpec* instance = find_instance(catalog, plan);
-  Json claim_spec = {{"accessModes", Json::array({"ReadWriteOnce"})},
+  // One pod mounts a Job's claim; an MPIJob's workers on several nodes mount theirs at once.
+  if (plan.nodes > 1 && options.storage_class.empty()) {
+    throw InvalidArgument(
+        fmt::format("plan on {} nodes: its workers share the run directory, which needs a ReadWriteMany volume",
+                    plan.nodes),
+        "name a storage class that provides one with --storage-class (GKE: standard-rwx, Filestore CSI driver; "
+        "EKS: the class of the EFS CSI driver, e.g. efs-sc; AKS: azurefile-csi)");
+  }
+  Json claim_spec = {{"accessModes", Json::array({plan.nodes > 1 ? "ReadWriteMany" : "ReadWriteOnce"})},
                      {"resources", {{"requests", {{"storage", options.storage}}}}}};
   if (!options.storage_class.empty()) claim_spec["storageClassName"] = options.storage_class;
   std::vector<Json> documents = {

@@ -2,7 +2,8 @@
 // the weights of one process at the same global batch, a stalled worker
 // (SIGSTOP) ends the job within the collective timeout with a message naming it,
 // and after a killed worker (SIGKILL) ended the job, both workers resume from
-// rank 0's last checkpoint to the weights of an uninterrupted run.
+// rank 0's last checkpoint to the weights of an uninterrupted run (worker 1's own
+// files outside the run directory, as nimbus k8s lays them out).
 #include "nimbus/distribute/multi_worker.h"
 
 #include <fmt/format.h>
@@ -178,9 +179,10 @@ TEST_F(MultiWorker, AfterAKilledWorkerEndedTheJobBothResumeFromTheLastCheckpoint
                                              "checkpoint.save_freq=100"};
   const std::string whole = run_command(mpirun(2, fmt::format("{} --run-dir {} {} {} {} {}", config, folder / "whole",
                                                               settings[0], settings[1], settings[2], settings[3])));
-  const std::string run_dir = folder / "run";
-  std::vector<std::string> argv = {kMpirun, "--oversubscribe", "-np",  "2", kNimbus, "train",
-                                   config,  "--run-dir",       run_dir};
+  // As on Kubernetes (nimbus k8s): worker 1 writes its own files outside the run directory.
+  const std::string run_dir = folder / "run", scratch = folder / "scratch";
+  std::vector<std::string> argv = {kMpirun,     "--oversubscribe", "-np",          "2",    kNimbus, "train", config,
+                                   "--run-dir", run_dir,           "--worker-dir", scratch};
   argv.insert(argv.end(), settings.begin(), settings.end());
   ChildProcess job(argv, folder / "out.txt", folder / "err.txt");
   // Mid-training: once rank 0 has written two checkpoints (steps 100 and 200).
@@ -208,10 +210,12 @@ TEST_F(MultiWorker, AfterAKilledWorkerEndedTheJobBothResumeFromTheLastCheckpoint
   const auto left = train::list_checkpoints(run_dir + "/checkpoints", warnings);
   ASSERT_FALSE(left.empty()) << output;
   ASSERT_LT(left[0].position.global_step, 900) << "the kill came after the run's end\n" << output;
-  // Rank 0 alone wrote checkpoints; worker 1 resumes from them too.
-  EXPECT_FALSE(std::filesystem::exists(run_dir + "/worker-1/checkpoints/ckpt-00000100.safetensors"));
+  // Rank 0 alone wrote the run directory and its checkpoints; worker 1 resumes from them too.
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/worker-1"));
+  EXPECT_TRUE(std::filesystem::exists(scratch + "/worker-1/config.json"));
+  EXPECT_FALSE(std::filesystem::exists(scratch + "/worker-1/checkpoints/ckpt-00000100.safetensors"));
 
-  const std::string resumed = run_command(mpirun(2, fmt::format("--resume {}", run_dir)));
+  const std::string resumed = run_command(mpirun(2, fmt::format("--resume {} --worker-dir {}", run_dir, scratch)));
   EXPECT_NE(resumed.find(fmt::format("global step {})", left[0].position.global_step)), std::string::npos) << resumed;
   const std::vector<double> reference = final_weights(folder / "whole"), continued = final_weights(run_dir);
   ASSERT_FALSE(reference.empty()) << whole;

@@ -1,24 +1,21 @@
-// The manifests of nimbus k8s: what a GPU job on a shared, preemptible cluster needs, a YAML round
-// trip, and validation against the Kubernetes schemas and the MPIJob CRD by tests/plan/k8s_validator.
+// The manifests of nimbus k8s: what a GPU job on a shared, preemptible cluster needs, the plan's
+// training settings in the container's command, an MPIJob's ranks and claims, and a YAML round trip.
+// Schema validation and running the commands: test_k8s_manifests.py.
 #include "nimbus/plan/k8s.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <yaml-cpp/yaml.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "nimbus/base/error.h"
 #include "tests/plan/shipped_catalog.h"
-#include "tests/support/run_command.h"
 
 namespace nimbus::plan {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Json = nlohmann::json;
 
 Plan plan_on(const std::string& instance, int max_nodes = 1) {
@@ -59,18 +56,6 @@ Json from_yaml(const YAML::Node& node) {
   } catch (const std::exception&) {
   }
   return text;
-}
-
-// Runs the validator on `documents`; returns its exit status and output.
-std::pair<int, std::string> validate(const std::vector<Json>& documents, const std::string& name) {
-  const std::string path = (std::filesystem::temp_directory_path() / (name + ".yaml")).string();
-  std::ofstream(path) << to_yaml(documents);
-  EXPECT_TRUE(std::filesystem::exists("tests/plan/k8s_validator/node_modules/kubernetes-models"))
-      << "the validator's npm packages are missing: run scripts/install-deps";
-  const std::string output =
-      nimbus::testing::run_command("node tests/plan/k8s_validator/validate.mjs " + path + " 2>&1; echo \"rc=$?\"");
-  const size_t rc = output.rfind("rc=");
-  return {std::stoi(output.substr(rc + 3)), output};
 }
 
 TEST(K8s, SingleNodeJobHasGpusSelectorsTolerationsGraceAndScraping) {
@@ -118,45 +103,75 @@ TEST(K8s, GkeSpotPlansSelectAndTolerateSpotNodes) {
 }
 
 TEST(K8s, YamlRoundTripsThroughAParser) {
-  const std::vector<Json> docs = manifests(plan_on("p4d.24xlarge"), shipped(), kOptions);
-  const std::vector<YAML::Node> parsed = YAML::LoadAll(to_yaml(docs));
-  ASSERT_EQ(parsed.size(), docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(from_yaml(parsed[i]), docs[i]) << to_yaml({docs[i]});
+  ManifestOptions options = kOptions;
+  options.storage_class = "efs-sc";
+  for (const int nodes : {1, 2}) {
+    const std::vector<Json> docs = manifests(plan_on("p4d.24xlarge", nodes), shipped(), options);
+    const std::vector<YAML::Node> parsed = YAML::LoadAll(to_yaml(docs));
+    ASSERT_EQ(parsed.size(), docs.size());
+    for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(from_yaml(parsed[i]), docs[i]) << to_yaml({docs[i]});
+  }
 }
 
-TEST(K8s, SingleNodeManifestsValidateAgainstKubernetesSchemas) {
-  const auto [rc, output] = validate(manifests(plan_on("p4d.24xlarge"), shipped(), kOptions), "nimbus_job");
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_THAT(output, HasSubstr("batch/v1/Job fmnist-cnn valid"));
-  EXPECT_THAT(output, HasSubstr("v1/ConfigMap fmnist-cnn-config valid"));
-  EXPECT_THAT(output, HasSubstr("v1/PersistentVolumeClaim fmnist-cnn-runs valid"));
+TEST(K8s, AOneGpuPlanTrainsOnCudaAtThePlansBatchAccumulationAndPrecision) {
+  ManifestOptions options = kOptions;
+  options.set_overrides = {"fit.epochs=2", "model.name=it's mine"};
+  const Plan plan = plan_on("a2-highgpu-1g");
+  ASSERT_EQ(plan.device_count, 1);
+  const std::string command =
+      manifests(plan, shipped(), options)[2]["spec"]["template"]["spec"]["containers"][0]["command"][2];
+  // The user's overrides first (the plan was made with them), then the plan's, which win.
+  EXPECT_THAT(command, HasSubstr("exec nimbus train /etc/nimbus/config.yaml --set fit.epochs=2 --set "
+                                 "'model.name=it'\\''s mine' --set runtime.device=cuda --set fit.batch_size="));
+  EXPECT_THAT(command, HasSubstr(fmt::format("fit.batch_size={}", plan.micro_batch * plan.gradient_accumulation)));
+  EXPECT_THAT(command, HasSubstr(fmt::format("fit.gradient_accumulation={}", plan.gradient_accumulation)));
+  if (plan.precision != Precision::kFloat32) {
+    EXPECT_THAT(command, HasSubstr("runtime.precision=" + precision_name(plan.precision)));
+  }
+  EXPECT_THAT(command, Not(HasSubstr("runtime.strategy")));
 }
 
-TEST(K8s, MultiNodePlanIsAnMpiJobThatValidatesAgainstItsCrd) {
+TEST(K8s, MultiNodePlanIsAnMpiJobOfOneMultiWorkerProcessPerGpuOnAReadWriteManyClaim) {
   const Plan plan = plan_on("p4d.24xlarge", 2);
-  const std::vector<Json> docs = manifests(plan, shipped(), kOptions);
+  ManifestOptions options = kOptions;
+  options.storage_class = "efs-sc";
+  const std::vector<Json> docs = manifests(plan, shipped(), options);
+  EXPECT_EQ(docs[1]["spec"]["accessModes"], Json::array({"ReadWriteMany"}));
+  EXPECT_EQ(docs[1]["spec"]["storageClassName"], "efs-sc");
   const Json& job = docs[2];
   EXPECT_EQ(job["apiVersion"], "kubeflow.org/v2beta1");
   EXPECT_EQ(job["kind"], "MPIJob");
   EXPECT_EQ(job["spec"]["slotsPerWorker"], 8);
-  EXPECT_EQ(job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"], 2);
+  const Json& workers = job["spec"]["mpiReplicaSpecs"]["Worker"];
+  EXPECT_EQ(workers["replicas"], 2);
+  const Json& worker = workers["template"]["spec"]["containers"][0];
+  EXPECT_EQ(worker["command"], Json::array({"/usr/sbin/sshd", "-De"}));
+  EXPECT_EQ(worker["resources"]["limits"]["nvidia.com/gpu"], 8);
+  // The workers' volumes: the config, the shared claim, and a scratch folder of each pod's own.
+  const Json& volumes = workers["template"]["spec"]["volumes"];
+  ASSERT_EQ(volumes.size(), 3u);
+  EXPECT_EQ(volumes[1]["persistentVolumeClaim"]["claimName"], "fmnist-cnn-runs");
+  EXPECT_EQ(volumes[2]["emptyDir"], Json::object());
   const Json& launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
-  EXPECT_EQ(launcher["command"][0], "mpirun");
-  EXPECT_EQ(launcher["command"][3], "16");
-  const auto [rc, output] = validate(docs, "nimbus_mpijob");
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_THAT(output, HasSubstr("kubeflow.org/v2beta1/MPIJob fmnist-cnn valid"));
+  EXPECT_EQ(launcher["env"][2], Json({{"name", "NCCL_DEBUG"}, {"value", "WARN"}}));
+  const std::string command = launcher["command"][2];
+  EXPECT_THAT(command, HasSubstr("exec mpirun --allow-run-as-root -np 16 -bind-to none -x PATH -x LD_LIBRARY_PATH -x "
+                                 "NIMBUS_MEMORY_MODE -x NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c "));
+  EXPECT_THAT(command, HasSubstr(R"(export CUDA_VISIBLE_DEVICES="$OMPI_COMM_WORLD_LOCAL_RANK"; exec nimbus train)"));
+  EXPECT_THAT(command, HasSubstr("--set runtime.device=cuda --set runtime.strategy.type=multi_worker_mirrored"));
+  EXPECT_THAT(command, HasSubstr(fmt::format("fit.batch_size={}", plan.micro_batch * 16)));
+  EXPECT_THAT(command, HasSubstr("--run-dir /runs/fmnist-cnn --worker-dir /scratch"));
+  EXPECT_THAT(command, HasSubstr("rank $resume"));
 }
 
-TEST(K8s, ValidatorRejectsABrokenManifest) {
-  std::vector<Json> docs = manifests(plan_on("g4dn.xlarge"), shipped(), kOptions);
-  docs[2]["spec"]["template"]["spec"]["restartPolicy"] = "Sometimes";
-  std::vector<Json> mpi = manifests(plan_on("p4d.24xlarge", 2), shipped(), kOptions);
-  mpi[2]["spec"]["slotsPerWorkers"] = 8;  // a misspelled field
-  const auto [rc, output] = validate({docs[2], mpi[2]}, "nimbus_broken");
-  EXPECT_NE(rc, 0);
-  EXPECT_THAT(output, HasSubstr("batch/v1/Job invalid"));
-  EXPECT_THAT(output, HasSubstr("MPIJob invalid"));
+TEST(K8s, AnMpiJobWithoutAStorageClassIsRefused) {
+  try {
+    manifests(plan_on("p4d.24xlarge", 2), shipped(), kOptions);
+    FAIL() << "no error";
+  } catch (const InvalidArgument& error) {
+    EXPECT_THAT(error.message(), HasSubstr("ReadWriteMany"));
+    EXPECT_THAT(error.hint(), HasSubstr("--storage-class"));
+  }
 }
 
 TEST(K8s, BadNamesAndLocalPlansAreRefused) {

@@ -1,5 +1,5 @@
 // nimbus k8s CONFIG.yaml [plan arguments] --plan N: Kubernetes manifests for plan N of `nimbus plan`
-// (a Job, or an MPIJob across nodes), to stdout or one file per object in -o DIR.
+// (a Job, or an MPIJob across nodes on a ReadWriteMany volume), to stdout or one file per object in -o DIR.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -36,7 +36,10 @@ Command add_k8s_command(CLI::App& app) {
       ->check(port_number(/*zero_picks_a_free_port=*/false));
   command->add_option("--storage", k8s->manifest.storage, "size of the run-directory volume (default 20Gi)")
       ->check(kubernetes_quantity());
-  command->add_option("--storage-class", k8s->manifest.storage_class, "storage class of that volume")
+  command
+      ->add_option("--storage-class", k8s->manifest.storage_class,
+                   "storage class of that volume (multi-node plans: one with ReadWriteMany volumes, e.g. "
+                   "standard-rwx on GKE, efs-sc on EKS, azurefile-csi on AKS)")
       ->check(kubernetes_subdomain());
   return [arguments, k8s] {
     PlanArguments::Resolved resolved = arguments->resolve();

@@ -21,7 +21,7 @@ namespace nimbus::cli {
 Command add_train_command(CLI::App& app, const int& threads) {
   CLI::App* train = app.add_subcommand("train", "train a model as a YAML config says (docs/training.md)");
   struct Arguments {
-    std::string config_path, summary_path, run_dir, resume_dir;
+    std::string config_path, summary_path, run_dir, resume_dir, worker_dir;
     std::vector<std::string> overrides;
     bool overwrite = false;
   };
@@ -34,6 +34,9 @@ Command add_train_command(CLI::App& app, const int& threads) {
   train->add_option("--resume", arguments->resume_dir,
                     "continue the run in this run directory from its newest intact checkpoint (from step 0 when it "
                     "has none yet and the config is its own)");
+  train->add_option("--worker-dir", arguments->worker_dir,
+                    "multi_worker_mirrored: worker r > 0 writes its own files to DIR/worker-r, not RUN_DIR/worker-r "
+                    "(on Kubernetes, a folder of its pod's; rank 0 alone writes the run directory)");
   train->add_flag("--overwrite", arguments->overwrite,
                   "start afresh in a --run-dir that holds a run, moving the old run aside to DIR.replaced-<date-time>");
   auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
@@ -90,7 +93,8 @@ Command add_train_command(CLI::App& app, const int& threads) {
     }
     if (worker > 0) {
       options.chief_run_dir = options.run_dir;
-      options.run_dir += fmt::format("/worker-{}", worker);
+      options.run_dir =
+          fmt::format("{}/worker-{}", arguments->worker_dir.empty() ? options.run_dir : arguments->worker_dir, worker);
       if (monitoring->metrics_port && *monitoring->metrics_port > 0) *monitoring->metrics_port += worker;
     }
     const nlohmann::json summary = train::run_config(config, worker == 0 ? std::cout : discarded, options);

@@ -1,14 +1,17 @@
 // nimbus k8s: Kubernetes manifests that run a plan — a ConfigMap with the training config, a
 // PersistentVolumeClaim for the run directory (checkpoints survive a preempted pod), and a batch/v1 Job
 // for single-node plans or a Kubeflow MPIJob (kubeflow.org/v2beta1, launcher + workers, mpirun) for
-// multi-node ones.
+// multi-node ones (docs/planning.md, "From plan to pod").
 //
-// The pod asks for the plan's GPUs in resources.limits (nvidia.com/gpu), selects nodes by GPU product
-// and instance type (and the cloud's spot label for spot plans), tolerates the GPU and spot taints,
-// gets terminationGracePeriodSeconds a little under the cloud's preemption notice (nimbus train
-// checkpoints and exits 0 on SIGTERM), is annotated for Prometheus scraping of its metrics port, and
-// runs the allocator in growth mode with a limit just above the plan's predicted memory, so jobs that
-// share a card stay within their share.
+// The container runs `nimbus train` as the plan says: on the GPU (runtime.device=cuda), at the plan's
+// global batch, gradient accumulation and precision; an MPIJob with multi_worker_mirrored, one process
+// per GPU, each rank seeing the GPU of its local rank, rank 0 alone writing the run directory on a
+// ReadWriteMany claim (--storage-class names its class). The pod asks for the plan's GPUs in
+// resources.limits (nvidia.com/gpu), selects nodes by GPU product and instance type (and the cloud's
+// spot label for spot plans), tolerates the GPU and spot taints, gets terminationGracePeriodSeconds a
+// little under the cloud's preemption notice (nimbus train checkpoints and exits 0 on SIGTERM), is
+// annotated for Prometheus scraping of its metrics port, and runs the allocator in growth mode with a
+// limit just above the plan's predicted memory, so jobs that share a card stay within their share.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,7 +30,8 @@ struct ManifestOptions {
   std::vector<std::string> set_overrides{};  // extra `--set key=value` for nimbus train
   int metrics_port = 9400;
   std::string storage = "20Gi";  // size of the run-directory volume
-  std::string storage_class{};   // empty: the cluster's default
+  std::string storage_class{};   // empty: the cluster's default (single-node plans only: an MPIJob needs
+                                 // a class that provides ReadWriteMany volumes)
   bool spot = false;
 };
 
