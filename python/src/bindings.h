@@ -44,6 +44,11 @@ Tensor true_divide(const Tensor& a, const Tensor& b);
 // Whether `value` is a nimbus.Tensor or a nimbus.Variable (or a subclass).
 bool is_tensor(const py::handle& value);
 bool is_variable(const py::handle& value);
+// The Tensor inside a nimbus.Tensor object (is_tensor(value) must hold), and a new nimbus.Tensor
+// object owning `tensor`. Both skip the type lookup by std::type_index that pybind11's casts make,
+// a fair part of an eager op's cost from Python (bench/python/eager_overhead.py).
+const Tensor& tensor_in(const py::handle& value);
+py::object python_tensor(Tensor tensor);
 
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);

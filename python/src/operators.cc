@@ -24,15 +24,15 @@ template <BinaryOp op, bool reflected>
 py::object apply_binary(const Tensor& self, const py::handle& other) {
   if (!is_tensor_value(other)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   const Tensor operand = operand_like(other, self);
-  return py::cast(reflected ? op(operand, self) : op(self, operand));
+  return python_tensor(reflected ? op(operand, self) : op(self, operand));
 }
 
 // The operators on a class whose instances read as a tensor through `tensor_of` (Tensor itself, or a
-// Variable's value).
-template <typename Class, const Tensor& (*tensor_of)(const Class&)>
+// Variable's value). `self` arrives as a handle, read without pybind11's type lookup.
+template <typename Class, const Tensor& (*tensor_of)(const py::handle&)>
 void bind_operators_on(py::class_<Class>& cls) {
   const auto forward = [&cls](const char* name, auto op) {
-    cls.def(name, [op](const Class& self, const py::handle& other) { return op(tensor_of(self), other); });
+    cls.def(name, [op](const py::handle& self, const py::handle& other) { return op(tensor_of(self), other); });
   };
   const auto both = [&forward](const char* name, const char* reflected_name, auto op, auto reflected) {
     forward(name, op);
@@ -53,9 +53,9 @@ void bind_operators_on(py::class_<Class>& cls) {
   forward("__ge__", apply_binary<greater_equal, false>);
   forward("__eq__", apply_binary<equal, false>);
   forward("__ne__", apply_binary<not_equal, false>);
-  cls.def("__neg__", [](const Class& self) { return neg(tensor_of(self)); });
-  cls.def("__abs__", [](const Class& self) { return abs(tensor_of(self)); });
-  cls.def("__invert__", [](const Class& self) { return logical_not(tensor_of(self)); });
+  cls.def("__neg__", [](const py::handle& self) { return python_tensor(neg(tensor_of(self))); });
+  cls.def("__abs__", [](const py::handle& self) { return python_tensor(abs(tensor_of(self))); });
+  cls.def("__invert__", [](const py::handle& self) { return python_tensor(logical_not(tensor_of(self))); });
   // Defining __eq__ makes pybind11 drop the hash; tensors and variables keep hashing by identity
   // (TensorFlow refuses to hash them; docs/python.md, "Differences from TensorFlow").
   cls.def("__hash__", [](const py::handle& self) { return PyBaseObject_Type.tp_hash(self.ptr()); });
@@ -63,8 +63,14 @@ void bind_operators_on(py::class_<Class>& cls) {
   cls.attr("__array_priority__") = 100;
 }
 
-const Tensor& tensor_itself(const Tensor& tensor) { return tensor; }
-const Tensor& variable_value(const Variable& variable) { return variable.value(); }
+// `self` of a Tensor or Variable method; called unbound on another object (Tensor.__add__(1, t)), a
+// TypeError rather than a misread.
+const Tensor& tensor_itself(const py::handle& self) {
+  if (!is_tensor(self))
+    throw py::type_error("a nimbus.Tensor method called on a " + std::string(Py_TYPE(self.ptr())->tp_name));
+  return tensor_in(self);
+}
+const Tensor& variable_value(const py::handle& self) { return self.cast<const Variable&>().value(); }
 
 }  // namespace
 

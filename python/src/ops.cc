@@ -87,18 +87,18 @@ using UnaryOp = Tensor (*)(const Tensor&);
 
 // The dtype comes from whichever operand is a tensor (the first when both are); the other converts to it.
 template <BinaryOp op>
-Tensor binary(const py::handle& x, const py::handle& y, const py::handle&) {
+py::object binary(const py::handle& x, const py::handle& y, const py::handle&) {
   if ((is_tensor(y) || is_variable(y)) && !(is_tensor(x) || is_variable(x))) {
     const Tensor b = to_tensor(y);
-    return op(operand_like(x, b), b);
+    return python_tensor(op(operand_like(x, b), b));
   }
   const Tensor a = to_tensor(x);
-  return op(a, operand_like(y, a));
+  return python_tensor(op(a, operand_like(y, a)));
 }
 
 template <UnaryOp op>
-Tensor unary(const py::handle& x, const py::handle&) {
-  return op(to_tensor(x));
+py::object unary(const py::handle& x, const py::handle&) {
+  return python_tensor(op(to_tensor(x)));
 }
 
 // "SAME" / "VALID" (TensorFlow's spelling) as the engine's "same" / "valid".
@@ -141,7 +141,7 @@ Tensor tf_range(const py::handle& start, const py::handle& limit, const py::hand
   const double last = double_of(from_zero ? start : limit);
   const double step = double_of(delta);
   const auto is_float = [](const py::handle& v) {
-    return PyFloat_Check(v.ptr()) || (is_tensor(v) && is_floating(v.cast<const Tensor&>().dtype()));
+    return PyFloat_Check(v.ptr()) || (is_tensor(v) && is_floating(tensor_in(v).dtype()));
   };
   const DType type = !dtype.is_none()                                        ? dtype_from_python(dtype)
                      : is_float(start) || is_float(limit) || is_float(delta) ? DType::kF32
@@ -369,7 +369,7 @@ void bind_math(py::module_& m) {
       "matmul",
       [](const py::handle& a, const py::handle& b, bool transpose_a, bool transpose_b, const py::handle&) {
         const Tensor left = to_tensor(a);
-        return matmul(left, operand_like(b, left), transpose_a, transpose_b);
+        return python_tensor(matmul(left, operand_like(b, left), transpose_a, transpose_b));
       },
       py::arg("a"), py::arg("b"), py::arg("transpose_a") = false, py::arg("transpose_b") = false, name_arg());
   m.def("clip_by_value", &tf_clip_by_value, py::arg("t"), py::arg("clip_value_min"), py::arg("clip_value_max"),

@@ -183,7 +183,7 @@ py::dtype numpy_dtype_of(DType dtype) {
 
 Tensor to_tensor(const py::handle& value, const py::handle& dtype) {
   if (is_tensor(value) || is_variable(value)) {
-    const Tensor& tensor = is_tensor(value) ? value.cast<const Tensor&>() : value.cast<const Variable&>().value();
+    const Tensor& tensor = is_tensor(value) ? tensor_in(value) : value.cast<const Variable&>().value();
     if (!dtype.is_none() && dtype_from_python(dtype) != tensor.dtype()) {
       throw InvalidArgument(fmt::format("a {} tensor was given where {} was asked for", python_name(tensor.dtype()),
                                         python_name(dtype_from_python(dtype))),
@@ -198,6 +198,26 @@ Tensor to_tensor(const py::handle& value, const py::handle& dtype) {
 }
 
 bool is_tensor(const py::handle& value) { return PyObject_TypeCheck(value.ptr(), python_type_of_tensor()); }
+
+namespace {
+const py::detail::type_info* tensor_type_info() {
+  static const py::detail::type_info* info = py::detail::get_type_info(typeid(Tensor));
+  return info;
+}
+}  // namespace
+
+const Tensor& tensor_in(const py::handle& value) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(value.ptr());
+  return *static_cast<const Tensor*>(instance->get_value_and_holder(tensor_type_info()).value_ptr());
+}
+
+py::object python_tensor(Tensor tensor) {
+  const auto move = [](const void* source) -> void* {
+    return new Tensor(std::move(*static_cast<Tensor*>(const_cast<void*>(source))));
+  };
+  return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+      &tensor, py::return_value_policy::move, py::handle(), tensor_type_info(), nullptr, move));
+}
 bool is_variable(const py::handle& value) { return PyObject_TypeCheck(value.ptr(), python_type_of_variable()); }
 
 bool is_tensor_value(const py::handle& value) {
@@ -207,7 +227,7 @@ bool is_tensor_value(const py::handle& value) {
 }
 
 Tensor operand_like(const py::handle& value, const Tensor& like) {
-  if (is_tensor(value)) return value.cast<const Tensor&>();
+  if (is_tensor(value)) return tensor_in(value);
   if (is_variable(value)) return value.cast<const Variable&>().value();
   if (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) {
     return scalar_of_python_number(value, like.dtype(), like.device());
