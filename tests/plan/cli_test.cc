@@ -49,10 +49,10 @@ TEST(PlanCli, UnknownGpuAndMissedDeadlineSayWhatIsKnownAndWhatComesClosest) {
 }
 
 TEST(K8sCli, WritesTheChosenPlansManifests) {
-  const std::string yaml = testing::run_command(kNimbus + " k8s" + kModel + " --gpus T4 --plan 1 --name demo");
+  const std::string yaml = testing::run_command(kNimbus + " k8s" + kModel + " --gpus L4 --plan 1 --name demo");
   EXPECT_THAT(yaml, HasSubstr("kind: Job"));
-  EXPECT_THAT(yaml, HasSubstr("nvidia.com/gpu.product: Tesla-T4"));
-  const std::string missing = testing::run_command(kNimbus + " k8s" + kModel + " --gpus T4 --plan 99 2>&1");
+  EXPECT_THAT(yaml, HasSubstr("nvidia.com/gpu.product: NVIDIA-L4"));
+  const std::string missing = testing::run_command(kNimbus + " k8s" + kModel + " --gpus L4 --plan 99 2>&1");
   EXPECT_THAT(missing, HasSubstr("there is no plan 99"));
 }
 
