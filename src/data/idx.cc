@@ -100,19 +100,22 @@ void swap_bytes(unsigned char* data, size_t count, size_t width) {
 
 }  // namespace
 
-Tensor read_idx(const std::string& path) {
-  IdxReader reader(path);
+namespace {
+
+struct TypeCode {
+  unsigned char code;
+  size_t width;
+  DType dtype;
+};
+
+// The magic number and the dimensions, read from `reader`; the element type's code, width and dtype.
+std::pair<const TypeCode*, Shape> read_header(IdxReader& reader, const std::string& path) {
   unsigned char magic[4];
   reader.read(magic, 4, "the magic number");
   if (magic[0] != 0 || magic[1] != 0) {
     throw DataError(fmt::format("'{}' is not an IDX file: the first two bytes are {:#04x} {:#04x}, not 0x00 0x00", path,
                                 magic[0], magic[1]));
   }
-  struct TypeCode {
-    unsigned char code;
-    size_t width;
-    DType dtype;
-  };
   static constexpr TypeCode kTypes[] = {{0x08, 1, DType::kU8},  {0x09, 1, DType::kI32}, {0x0B, 2, DType::kI32},
                                         {0x0C, 4, DType::kI32}, {0x0D, 4, DType::kF32}, {0x0E, 8, DType::kF64}};
   const TypeCode* type = nullptr;
@@ -134,6 +137,20 @@ Tensor read_idx(const std::string& path) {
     reader.read(dim, 4, fmt::format("dimension {}", i).c_str());
     shape.push_back(big_endian_u32(dim));
   }
+  return {type, shape};
+}
+
+}  // namespace
+
+IdxHeader read_idx_header(const std::string& path) {
+  IdxReader reader(path);
+  const auto [type, shape] = read_header(reader, path);
+  return {shape, type->dtype};
+}
+
+Tensor read_idx(const std::string& path) {
+  IdxReader reader(path);
+  const auto [type, shape] = read_header(reader, path);
   // The element bytes, saturating: u32 dimensions can overflow 64 bits.
   uint64_t bytes = type->width;
   for (int64_t dim : shape.to_vector()) {

@@ -249,10 +249,13 @@ double Catalog::spot_usd_per_hour(const InstanceSpec& instance) const {
   return instance.on_demand_usd_per_hour * (1 - cloud(instance.cloud).typical_spot_discount);
 }
 
-std::vector<std::string> default_catalog_files() {
+std::string data_dir() {
   const char* override_dir = std::getenv("NIMBUS_DATA_DIR");
-  const std::filesystem::path dir =
-      std::filesystem::path(override_dir != nullptr ? override_dir : NIMBUS_SOURCE_DATA_DIR) / "catalog";
+  return override_dir != nullptr ? override_dir : NIMBUS_SOURCE_DATA_DIR;
+}
+
+std::vector<std::string> default_catalog_files() {
+  const std::filesystem::path dir = std::filesystem::path(data_dir()) / "catalog";
   std::vector<std::string> files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {

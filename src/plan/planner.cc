@@ -1,6 +1,7 @@
 #include "nimbus/plan/planner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +61,12 @@ void check_request(const PlanRequest& request) {
   check("the largest number of nodes", request.max_nodes, kMaxNodes, "give --max-nodes N");
 }
 
-Candidate candidate_for(const Catalog& catalog, const InstanceSpec& instance) {
+// Whether the image (or, without a record of it, Nimbus's CUDA build) targets the GPU.
+bool targeted(const GpuSpec& gpu, const PlanRequest& request) {
+  return gpu.supported() && (!request.image || request.image->runs_on(gpu.compute_capability));
+}
+
+Candidate candidate_for(const Catalog& catalog, const InstanceSpec& instance, const PlanRequest& request) {
   Candidate c{.cloud = instance.cloud, .instance = instance.name, .region = instance.region};
   if (!instance.gpu.empty() && (instance.gpu_count < 1 || instance.gpu_count > kMaxGpusPerInstance)) {
     throw DataError(fmt::format("instance {} ({}) has {} GPUs: a catalog instance has 1 to {}", instance.name,
@@ -75,7 +81,7 @@ Candidate candidate_for(const Catalog& catalog, const InstanceSpec& instance) {
   } else {
     const GpuSpec& gpu = catalog.gpu(instance.gpu);
     c.device = device_model(gpu);
-    c.device_supported = gpu.supported();
+    c.device_supported = targeted(gpu, request);
     c.devices_per_node = instance.gpu_count;
     c.intra_node_bytes_per_second = gpu.nvlink_gbps ? *gpu.nvlink_gbps / 2 * 1e9 : gpu.pcie_gbps * 1e9;
     c.host_cores_per_device = std::max(1, cores / instance.gpu_count);
@@ -109,6 +115,26 @@ std::optional<int64_t> largest_fitting_divisor(int64_t n, const std::function<bo
     if (fits(divisor)) return divisor;
   }
   return std::nullopt;
+}
+
+// Plan::needs: what the plan's layout needs of the image that its record says it lacks. Gradients
+// all-reduced between GPUs go through NCCL, within a process (mirrored) or across them (the engine's
+// multi_worker_mirrored all-reduces host memory through MPI: GPU replicas wait for NCCL too).
+void mark_needs(Plan& plan, const PlanRequest& request) {
+  if (!request.image) return;
+  const ImageCapabilities& image = *request.image;
+  if (plan.device != "cpu" && plan.device_count > 1 && !image.nccl) {
+    plan.needs.emplace_back("nccl");
+    plan.needs_reason =
+        fmt::format("{} GPUs all-reduce their gradients through NCCL, which the image lacks (nccl: false in {})",
+                    plan.device_count, image.source);
+  }
+  if (plan.nodes > 1 && !image.mpi) {
+    plan.needs.emplace_back("mpi");
+    if (!plan.needs_reason.empty()) plan.needs_reason += "; ";
+    plan.needs_reason +=
+        fmt::format("{} nodes meet through MPI, which the image lacks (mpi: false in {})", plan.nodes, image.source);
+  }
 }
 
 // The plan for one candidate at `nodes` nodes, precision and global batch; nullopt when the batch
@@ -155,6 +181,7 @@ std::optional<Plan> plan_for(const Workload& work, const Candidate& c, int nodes
   plan.preemption_notice_seconds = c.preemption_notice_seconds;
   plan.meets_deadline = !request.deadline_hours || plan.wall_hours <= *request.deadline_hours;
   plan.within_budget = !request.budget_usd || plan.cost(request.spot) <= *request.budget_usd;
+  mark_needs(plan, request);
   return plan;
 }
 
@@ -275,11 +302,15 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
   PlanResult result;
   std::vector<Candidate> candidates;
   int unsupported = 0;
+  std::vector<std::string> unsupported_gpus;
   for (const InstanceSpec& instance : catalog.instances) {
     if (!wanted(request.clouds, instance.cloud) || !device_wanted(request.gpus, catalog, instance)) continue;
-    Candidate c = candidate_for(catalog, instance);
+    Candidate c = candidate_for(catalog, instance, request);
     if (!c.device_supported && !request.include_unsupported) {
       ++unsupported;
+      const GpuSpec& gpu = catalog.gpu(instance.gpu);
+      const std::string name = fmt::format("{} ({:.1f})", c.device.name, gpu.compute_capability);
+      if (std::ranges::find(unsupported_gpus, name) == unsupported_gpus.end()) unsupported_gpus.push_back(name);
       continue;
     }
     candidates.push_back(std::move(c));
@@ -287,11 +318,17 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
   if (request.local && wanted(request.gpus, "cpu") && wanted(request.clouds, "local")) {
     candidates.push_back(local_candidate(*request.local));
   }
-  if (unsupported > 0) {
+  if (unsupported > 0 && request.image) {
     result.notes.push_back(
-        fmt::format("{} instances left out: their GPUs (Volta) are not targeted by Nimbus's CUDA "
+        fmt::format("{} instances left out: the compute capability of their GPUs, {}, is not among the image's "
+                    "cuda_architectures [{}] ({}; --include-unsupported shows them)",
+                    unsupported, fmt::join(unsupported_gpus, ", "), fmt::join(request.image->cuda_architectures, ", "),
+                    request.image->cuda ? request.image->source : request.image->source + " has no CUDA backend"));
+  } else if (unsupported > 0) {
+    result.notes.push_back(
+        fmt::format("{} instances left out: their GPUs ({}) are not targeted by Nimbus's CUDA "
                     "13 build (--include-unsupported shows them)",
-                    unsupported));
+                    unsupported, fmt::join(unsupported_gpus, ", ")));
   }
 
   std::vector<std::pair<Plan, size_t>> ranked;  // plan and its candidate
@@ -315,6 +352,7 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
                     too_big, request.batch_size));
   }
   std::ranges::stable_sort(ranked, [&](const auto& a, const auto& b) {
+    if (a.first.needs.empty() != b.first.needs.empty()) return a.first.needs.empty();
     const bool a_ok = a.first.meets_deadline && a.first.within_budget;
     const bool b_ok = b.first.meets_deadline && b.first.within_budget;
     if (a_ok != b_ok) return a_ok;

@@ -172,9 +172,29 @@ Loss loss_from_config(const nlohmann::json& spec) {
 
 namespace {
 
+// runtime.device and runtime.precision on the assumed devices of a dry run (assumed_devices.h).
+void check_assumed_device(Device device, const std::string& text, const Json& runtime, const AssumedDevices& assumed) {
+  if (device.type != DeviceType::kCUDA) {
+    throw InvalidArgument(fmt::format("runtime.device: {} is none of --assume-devices {}", text, assumed.to_string()),
+                          "use runtime.device: cuda (or cpu)");
+  }
+  if (device.index >= assumed.count) {
+    throw NotFound(fmt::format("runtime.device: {}: --assume-devices has {}, cuda:0 to cuda:{}", text,
+                               assumed.to_string(), assumed.count - 1),
+                   "name one of them, or assume more devices");
+  }
+  if (runtime.value("precision", std::string("float32")) == "mixed_bfloat16" && !assumed.bfloat16) {
+    throw Unavailable(fmt::format("runtime.precision: mixed_bfloat16 needs bfloat16 tensor cores (compute capability "
+                                  "8.0 and newer), and --assume-devices is {}",
+                                  assumed.to_string()),
+                      "use mixed_float16 or float32 on this GPU");
+  }
+}
+
 // runtime.device: a device this machine and build lack is an Unavailable naming what is missing
-// (no CUDA build, no driver, no GPU) before anything is loaded.
-void check_training_device(const std::string& text) {
+// (no CUDA build, no driver, no GPU) before anything is loaded; with assumed devices, one they lack.
+void check_training_device(const Json& runtime, const AssumedDevices* assumed) {
+  const std::string text = runtime.at("device").get<std::string>();
   Device device;
   try {
     device = Device::parse(text);
@@ -182,6 +202,7 @@ void check_training_device(const std::string& text) {
     throw InvalidArgument("runtime.device: " + e.message(), e.hint());
   }
   if (device.is_cpu()) return;
+  if (assumed != nullptr) return check_assumed_device(device, text, runtime, *assumed);
   try {
     default_stream_for(device);  // checks the build, the driver, and the device's index
   } catch (const Unavailable& e) {
@@ -193,7 +214,11 @@ void check_training_device(const std::string& text) {
 
 }  // namespace
 
-void configure_runtime_from_config(const nlohmann::json& config) {
+bool trains_on_assumed_device(const nlohmann::json& config, const AssumedDevices* assumed) {
+  return assumed != nullptr && !Device::parse(config.at("runtime").at("device").get<std::string>()).is_cpu();
+}
+
+void configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
   runtime_options.threads = runtime.at("threads").get<int>();
@@ -203,8 +228,13 @@ void configure_runtime_from_config(const nlohmann::json& config) {
   runtime_options.jit = runtime.at("jit").get<bool>();
   runtime_options.allow_tf32 = runtime.at("allow_tf32").get<bool>();
   configure_runtime(runtime_options);
-  check_training_device(runtime.at("device").get<std::string>());
-  configure_memory_from_config(config);
+  check_training_device(runtime, assumed);
+  // An assumed GPU has no allocator here: its memory options are checked, and the memory check applies them.
+  if (trains_on_assumed_device(config, assumed)) {
+    (void)memory_options_from_config(config);
+  } else {
+    configure_memory_from_config(config);
+  }
 }
 
 namespace {
@@ -249,8 +279,9 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
 
 namespace {
 // runtime.strategy, or for a runtime.device other than cpu:0 (a GPU, a logical CPU), one replica
-// there (OneDevice): the trainer places the model, the optimizer's state and the batches on it.
-std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
+// there (OneDevice): the trainer places the model, the optimizer's state and the batches on it. A dry
+// run on assumed GPUs checks the same, then traces on the CPU (assumed_devices.h).
+std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime, bool on_assumed_device) {
   auto strategy =
       distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
   const std::string text = runtime.at("device").get<std::string>();
@@ -260,17 +291,17 @@ std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
     throw Unimplemented(fmt::format("runtime.device: {} with runtime.strategy.type {}", text, strategy->name()),
                         "one device only for now: drop runtime.strategy, or train on the CPU");
   }
-  return distribute::OneDevice(device);
+  return on_assumed_device ? distribute::OneDevice() : distribute::OneDevice(device);
 }
 }  // namespace
 
-Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config, const AssumedDevices* assumed) {
   const Json& compile_section = config.at("compile");
   const Json& runtime = config.at("runtime");
   return compile(std::move(model), {.optimizer = optimizer_from_config(compile_section.at("optimizer")),
                                     .loss = loss_from_config(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
-                                    .strategy = strategy_of(runtime)});
+                                    .strategy = strategy_of(runtime, trains_on_assumed_device(config, assumed))});
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
@@ -302,7 +333,7 @@ Tensor load_idx_images(const nlohmann::json& split, const nn::Model& model) {
   return images;
 }
 
-void configure_memory_from_config(const nlohmann::json& config) {
+MemoryOptions memory_options_from_config(const nlohmann::json& config) {
   MemoryOptions options;
   const Json& runtime = config.at("runtime");
   if (runtime.contains("memory") && runtime["memory"].is_object()) {
@@ -314,8 +345,13 @@ void configure_memory_from_config(const nlohmann::json& config) {
     options =
         parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
   }
+  return apply_memory_environment(options);
+}
+
+void configure_memory_from_config(const nlohmann::json& config) {
   // The limit is the training device's: the model's memory (the data set is the host's).
-  configure_memory(Device::parse(runtime.at("device").get<std::string>()), options);
+  configure_memory(Device::parse(config.at("runtime").at("device").get<std::string>()),
+                   memory_options_from_config(config));
 }
 
 TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model) {

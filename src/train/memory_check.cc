@@ -44,6 +44,26 @@ StepAnalysis analyze_train_step_at(Trainer& trainer, const Tensor& x, const Tens
   }
 }
 
+// What the check measures against: the memory left for a step on the trainer's device, or one assumed
+// GPU's capacity under runtime.memory (a dry run's, assumed_devices.h); `text` names it in messages.
+struct Capacity {
+  std::function<uint64_t(const StepAnalysis&)> available;
+  std::string text;
+};
+
+Capacity capacity_for(Trainer& trainer, const Json& config, const AssumedDevices* assumed) {
+  if (!trains_on_assumed_device(config, assumed)) {
+    const Device device = trainer.device();
+    return {[device](const StepAnalysis& step) { return memory_available_for(step, device); },
+            memory_capacity_text(device)};
+  }
+  const MemoryOptions options = memory_options_from_config(config);
+  const uint64_t bytes = assumed->capacity(options);
+  return {[bytes](const StepAnalysis&) { return bytes; },
+          fmt::format("one {} of --assume-devices ({}{})", assumed->name, format_bytes(bytes),
+                      options.limit ? " under runtime.memory.limit" : "")};
+}
+
 // Past this many micro-batches a step's fixed part (the whole batch's input, the gradients twice) dominates,
 // and each try traces a graph of that many passes.
 constexpr int64_t kMaxAccumulation = 64;
@@ -69,11 +89,11 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
 }
 
 [[noreturn]] void refuse(Trainer& trainer, const Tensor& x, const Tensor& y, const StepAnalysis& step,
-                         uint64_t available) {
+                         uint64_t available, const Capacity& capacity) {
   const int64_t batch = step.micro_batch * step.gradient_accumulation;
   const std::string message =
       fmt::format("{} ({}); the memory left is what {} leaves besides what the process holds there",
-                  needs(step, available), step.memory.to_string(), memory_capacity_text(trainer.device()));
+                  needs(step, available), step.memory.to_string(), capacity.text);
   const std::optional<StepAnalysis> remedy =
       fewest_accumulation_that_fits(trainer, x, y, batch, step.gradient_accumulation, available);
   if (remedy) {
@@ -98,12 +118,12 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
 // fit.batch_size: auto: the largest power of two up to the training set's size that fits without
 // accumulation. A straight line through two traced sizes (the estimate grows linearly with the
 // batch) predicts it; tracing the prediction confirms it, halving while it does not fit.
-MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const Tensor& y) {
+MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const Tensor& y, const Capacity& capacity) {
   const int64_t samples = x.dim(0);
   const int64_t small = std::min<int64_t>(16, samples), large = std::min<int64_t>(32, samples);
   const StepAnalysis at_small = analyze_train_step(trainer, x, y, small);
   // The variables exist once a step is traced (the first trace builds the optimizer's slots).
-  const uint64_t available = memory_available_for(at_small, trainer.device());
+  const uint64_t available = capacity.available(at_small);
   const StepAnalysis at_large = analyze_train_step(trainer, x, y, large);
   const double per_sample =
       large > small ? double(at_large.memory.total() - at_small.memory.total()) / double(large - small) : 0;
@@ -124,7 +144,7 @@ MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const 
     }
   } else {
     while (!fits(step, available, kSafetyMargin)) {
-      if (batch == 1) refuse(trainer, x, y, step, available);
+      if (batch == 1) refuse(trainer, x, y, step, available, capacity);
       batch /= 2;
       step = analyze_train_step(trainer, x, y, batch);
     }
@@ -191,7 +211,8 @@ nlohmann::json MemoryDecision::to_json() const {
 }
 
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
-                                       std::ostream& out) {
+                                       std::ostream& out, const AssumedDevices* assumed) {
+  const Capacity capacity = capacity_for(trainer, config, assumed);
   const Json& fit = config.at("fit");
   const bool auto_batch = fit.at("batch_size") == "auto";
   const bool auto_accumulation = fit.at("gradient_accumulation") == "auto";
@@ -201,7 +222,7 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
       throw InvalidArgument("fit.batch_size: auto picks the largest batch that fits without accumulation",
                             "set fit.gradient_accumulation: 1 (or auto), or give fit.batch_size");
     }
-    decision = largest_batch_that_fits(trainer, x, y);
+    decision = largest_batch_that_fits(trainer, x, y, capacity);
   } else {
     const int64_t batch = std::min(fit.at("batch_size").get<int64_t>(), x.dim(0));
     const int64_t accumulation = auto_accumulation ? 1 : fit.at("gradient_accumulation").get<int64_t>();
@@ -210,11 +231,11 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
     // A batch that the accumulation does not divide is fit's error to report.
     if (batch < 1 || accumulation < 1 || batch % accumulation != 0) return decision;
     StepAnalysis step = analyze_train_step(trainer, x, y, batch / accumulation, accumulation);
-    const uint64_t available = memory_available_for(step, trainer.device());
+    const uint64_t available = capacity.available(step);
     decision.available_bytes = available;
     if (auto_accumulation && !fits(step, available, kSafetyMargin)) {
       const std::optional<StepAnalysis> fitting = fewest_accumulation_that_fits(trainer, x, y, batch, 1, available);
-      if (!fitting) refuse(trainer, x, y, step, available);
+      if (!fitting) refuse(trainer, x, y, step, available, capacity);
       decision.reason = fmt::format(
           "fit.gradient_accumulation: auto chose {}: the batch of {} needs {} in one step, more than the {} left "
           "less a {:.0f}% margin; {} micro-batches of {} need {}",
@@ -226,7 +247,7 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
       decision.reason = fmt::format("fit.gradient_accumulation: auto chose 1: the batch of {} needs {} of the {} left",
                                     batch, format_bytes(step.memory.total()), format_bytes(available));
     } else if (step.memory.total() > available) {
-      refuse(trainer, x, y, step, available);
+      refuse(trainer, x, y, step, available, capacity);
     }
     decision.gradient_accumulation = step.gradient_accumulation;
     decision.step = step;

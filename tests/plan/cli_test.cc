@@ -18,14 +18,17 @@ TEST(PlanCli, JsonHasTheDocumentedFieldsBestFirst) {
   const std::string output = testing::run_command(kNimbus + " plan" + kModel + " --json 2>/dev/null");
   const nlohmann::json result = nlohmann::json::parse(output);  // nothing but JSON on stdout
   ASSERT_GT(result["plans"].size(), 3u);
-  for (const char* key :
-       {"instance", "cloud", "device", "device_count", "precision", "micro_batch", "gradient_accumulation",
-        "step_seconds", "samples_per_sec", "bottleneck", "wall_hours", "cost_on_demand_usd", "cost_spot_usd"}) {
+  for (const char* key : {"instance", "cloud", "device", "device_count", "precision", "micro_batch",
+                          "gradient_accumulation", "step_seconds", "samples_per_sec", "bottleneck", "wall_hours",
+                          "cost_on_demand_usd", "cost_spot_usd", "needs", "needs_reason", "command"}) {
     EXPECT_TRUE(result["plans"][0].contains(key)) << key;
   }
+  // Cheapest first among the plans the image runs, then among those that need what it lacks.
   for (size_t i = 1; i < result["plans"].size(); ++i) {
-    EXPECT_LE(result["plans"][i - 1]["cost_on_demand_usd"].get<double>(),
-              result["plans"][i]["cost_on_demand_usd"].get<double>());
+    const nlohmann::json &before = result["plans"][i - 1], &plan = result["plans"][i];
+    EXPECT_LE(before["needs"].size(), plan["needs"].size());
+    if (before["needs"].size() != plan["needs"].size()) continue;
+    EXPECT_LE(before["cost_on_demand_usd"].get<double>(), plan["cost_on_demand_usd"].get<double>());
   }
   EXPECT_FALSE(result["worth"].empty());
 }
@@ -49,10 +52,10 @@ TEST(PlanCli, UnknownGpuAndMissedDeadlineSayWhatIsKnownAndWhatComesClosest) {
 }
 
 TEST(K8sCli, WritesTheChosenPlansManifests) {
-  const std::string yaml = testing::run_command(kNimbus + " k8s" + kModel + " --gpus T4 --plan 1 --name demo");
+  const std::string yaml = testing::run_command(kNimbus + " k8s" + kModel + " --gpus A10G --plan 1 --name demo");
   EXPECT_THAT(yaml, HasSubstr("kind: Job"));
-  EXPECT_THAT(yaml, HasSubstr("nvidia.com/gpu.product: Tesla-T4"));
-  const std::string missing = testing::run_command(kNimbus + " k8s" + kModel + " --gpus T4 --plan 99 2>&1");
+  EXPECT_THAT(yaml, HasSubstr("nvidia.com/gpu.product: NVIDIA-A10G"));
+  const std::string missing = testing::run_command(kNimbus + " k8s" + kModel + " --gpus A10G --plan 99 2>&1");
   EXPECT_THAT(missing, HasSubstr("there is no plan 99"));
 }
 

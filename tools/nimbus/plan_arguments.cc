@@ -37,6 +37,9 @@ void PlanArguments::add_to(CLI::App& command) {
       ->check(whole_number(1, plan::kMaxNodes));
   command.add_flag("--local", local, "also plan this machine, as `nimbus bench` measured it");
   command.add_option("--profile", profile_path, "the device profile of `nimbus bench` (default: its cache path)");
+  command.add_option("--image-capabilities", image_capabilities,
+                     "what the container image's nimbus can run (default: the nearest deploy/image.yaml above the "
+                     "config or the working directory)");
   command.add_option("--params", parameters, "model given by totals: trainable parameters (with --flops-per-sample)")
       ->check(positive_real(1e15));
   command.add_option("--flops-per-sample", flops_per_sample, "model given by totals: training FLOPs per sample")
@@ -129,6 +132,8 @@ PlanArguments::Resolved PlanArguments::resolve() const {
     for (const std::string& name : precisions) request.precisions.push_back(plan::precision_from_name(name));
   }
   request.max_nodes = max_nodes;
+  request.image = plan::load_image_capabilities(
+      image_capabilities.empty() ? plan::default_image_capabilities_path(config_path) : image_capabilities);
   if (!profile_path.empty() && !local) {
     throw InvalidArgument("--profile is read only with --local", "add --local to plan this machine too");
   }

@@ -26,6 +26,7 @@ struct PlanArguments {
   int max_nodes = 1;
   bool local = false;
   std::string profile_path;
+  std::string image_capabilities;  // deploy/image.yaml by default (image_capabilities.h)
   double parameters = 0, flops_per_sample = 0;
 
   // Declares the options on `command`.

@@ -1,21 +1,31 @@
 // nimbus plan CONFIG.yaml --samples N --epochs E [...]: ranked plans, cheapest that meets the
 // deadline first, with the reasons and what each optimization is worth (docs/planning.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "flag_checks.h"
 #include "nimbus/base/size_units.h"
 #include "nimbus/plan/planner.h"
+#include "nimbus/plan/train_command.h"
 #include "plan_arguments.h"
 
 namespace nimbus::cli {
 namespace {
 
-nlohmann::json plan_json(const plan::Plan& p) {
+// The plan's nimbus train command line; none for a model given by totals (no config to train).
+std::optional<std::vector<std::string>> command_of(const plan::Plan& p, const PlanArguments& arguments) {
+  if (arguments.config_path.empty()) return std::nullopt;
+  return plan::train_command(p, arguments.config_path, arguments.overrides);
+}
+
+nlohmann::json plan_json(const plan::Plan& p, const PlanArguments& arguments) {
+  const auto command = command_of(p, arguments);
   return {{"instance", p.instance},
           {"cloud", p.cloud},
           {"region", p.region},
@@ -44,10 +54,13 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"memory_bytes", p.memory_bytes},
           {"device_memory_bytes", p.device_memory_bytes},
           {"meets_deadline", p.meets_deadline},
-          {"within_budget", p.within_budget}};
+          {"within_budget", p.within_budget},
+          {"needs", p.needs},
+          {"needs_reason", p.needs_reason},
+          {"command", command ? nlohmann::json(*command) : nlohmann::json()}};
 }
 
-void print_table(const plan::PlanResult& result, size_t top, std::ostream& out) {
+void print_table(const plan::PlanResult& result, const PlanArguments& arguments, size_t top, std::ostream& out) {
   out << fmt::format("{:>3}  {:<26} {:<6} {:<20} {:<14} {:>11} {:>9} {:>11} {:<16} {:>9} {:>10} {:>10} {:>5}\n", "#",
                      "instance", "cloud", "device", "precision", "micro x acc", "step ms", "samples/s", "bottleneck",
                      "wall", "on-demand", "spot", "util");
@@ -60,6 +73,8 @@ void print_table(const plan::PlanResult& result, size_t top, std::ostream& out) 
         plan::bottleneck_name(p.step.bottleneck), plan::format_hours(p.wall_hours),
         plan::format_dollars(p.cost_on_demand_usd), plan::format_dollars(p.cost_spot_usd),
         100 * p.step.device_utilization(), p.meets_deadline && p.within_budget ? "" : "  (misses deadline or budget)");
+    if (!p.needs.empty()) out << fmt::format("     needs: {} ({})\n", fmt::join(p.needs, ", "), p.needs_reason);
+    if (const auto command = command_of(p, arguments)) out << "     " << plan::shell_line(*command) << "\n";
   }
 }
 
@@ -81,7 +96,7 @@ Command add_plan_command(CLI::App& app) {
     for (const std::string& note : result.notes) std::cerr << "note: " << note << "\n";
     if (*json) {
       nlohmann::json out = {{"plans", nlohmann::json::array()}, {"reasons", result.reasons}, {"worth", result.worth}};
-      for (const plan::Plan& p : result.plans) out["plans"].push_back(plan_json(p));
+      for (const plan::Plan& p : result.plans) out["plans"].push_back(plan_json(p, *arguments));
       std::cout << out.dump(2) << "\n";
       return 0;
     }
@@ -90,7 +105,7 @@ Command add_plan_command(CLI::App& app) {
         "{}: {:.3g} GFLOP per training sample, {} of weights; {} samples x {} epochs, batch {}\n\n", work.name,
         work.flops_per_sample() / 1e9, format_bytes(static_cast<uint64_t>(work.parameter_bytes)),
         resolved.request.samples, resolved.request.epochs, resolved.request.batch_size);
-    print_table(result, *top, std::cout);
+    print_table(result, *arguments, *top, std::cout);
     if (!result.reasons.empty()) std::cout << "\n";
     for (const std::string& line : result.reasons) std::cout << line << "\n";
     if (!result.worth.empty()) std::cout << "\nWhat each optimization is worth on plan 1:\n";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dry_run_report.h"
 #include "flag_checks.h"
 #include "nimbus/distribute/multi_worker.h"
 #include "nimbus/monitor/run_monitor.h"
@@ -21,7 +22,8 @@ namespace nimbus::cli {
 Command add_train_command(CLI::App& app, const int& threads) {
   CLI::App* train = app.add_subcommand("train", "train a model as a YAML config says (docs/training.md)");
   struct Arguments {
-    std::string config_path, summary_path, run_dir, resume_dir, worker_dir;
+    std::string config_path, summary_path, run_dir, resume_dir, worker_dir, assume_devices;
+    bool dry_run = false;
     std::vector<std::string> overrides;
     bool overwrite = false;
   };
@@ -39,6 +41,12 @@ Command add_train_command(CLI::App& app, const int& threads) {
                     "(on Kubernetes, a folder of its pod's; rank 0 alone writes the run directory)");
   train->add_flag("--overwrite", arguments->overwrite,
                   "start afresh in a --run-dir that holds a run, moving the old run aside to DIR.replaced-<date-time>");
+  train->add_flag("--dry-run", arguments->dry_run,
+                  "check everything a run checks before its first step, reading only the data files' headers and "
+                  "writing nothing, and say what was checked (docs/planning.md)");
+  train->add_option("--assume-devices", arguments->assume_devices,
+                    "with --dry-run: check for COUNTxGPU of the planner's catalog instead of this machine's devices, "
+                    "e.g. 4xA100-80GB");
   auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
   auto* metrics_port = train->add_option("--metrics-port", monitoring->metrics_port,
                                          "serve Prometheus metrics on this port at /metrics (off unless given)");
@@ -72,6 +80,10 @@ Command add_train_command(CLI::App& app, const int& threads) {
     if (arguments->config_path.empty()) {
       throw InvalidArgument("nimbus train: no config", "nimbus train CONFIG.yaml, or --resume RUN_DIR");
     }
+    if (!arguments->assume_devices.empty() && !arguments->dry_run) {
+      throw InvalidArgument(fmt::format("--assume-devices {} without --dry-run", arguments->assume_devices),
+                            "a run trains on the devices it has; add --dry-run to check for others");
+    }
     if (!arguments->summary_path.empty()) {
       train::refuse_output_onto_a_run_file(arguments->summary_path, "--summary");
       if (!options.run_dir.empty() && train::RunDirectory(options.run_dir).owns(arguments->summary_path)) {
@@ -96,6 +108,9 @@ Command add_train_command(CLI::App& app, const int& threads) {
       options.run_dir =
           fmt::format("{}/worker-{}", arguments->worker_dir.empty() ? options.run_dir : arguments->worker_dir, worker);
       if (monitoring->metrics_port && *monitoring->metrics_port > 0) *monitoring->metrics_port += worker;
+    }
+    if (arguments->dry_run) {
+      return report_dry_run(config, options, arguments->config_path, arguments->assume_devices, std::cout);
     }
     const nlohmann::json summary = train::run_config(config, worker == 0 ? std::cout : discarded, options);
     if (worker > 0) return 0;

@@ -87,7 +87,9 @@ struct Catalog {
   double spot_usd_per_hour(const InstanceSpec& instance) const;
 };
 
-// data/catalog/*.yaml of the source tree, or of $NIMBUS_DATA_DIR/catalog when that is set.
+// The source tree's data/, or $NIMBUS_DATA_DIR when that is set.
+std::string data_dir();
+// data/catalog/*.yaml of data_dir().
 std::vector<std::string> default_catalog_files();
 
 // Reads the files in order into one catalog; a later entry with the same name (cloud and name for

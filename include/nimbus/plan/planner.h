@@ -4,7 +4,8 @@
 // Every catalog instance the request allows is tried with every precision its device supports; the
 // global batch is kept (split evenly over the devices) and the fewest accumulation steps whose
 // micro-batch fits the device's memory are chosen, so a batch that cannot fit is never proposed.
-// Plans that meet the deadline and budget come first, cheapest first (spot prices with `spot`).
+// Plans that meet the deadline and budget come first, cheapest first (spot prices with `spot`); plans
+// that need what the image lacks (Plan::needs) come last.
 //
 //   PlanRequest request{.samples = 60000, .epochs = 5, .batch_size = 128};
 //   PlanResult result = make_plans(workload, catalog, request);
@@ -18,6 +19,7 @@
 
 #include "nimbus/plan/catalog.h"
 #include "nimbus/plan/device_model.h"
+#include "nimbus/plan/image_capabilities.h"
 #include "nimbus/plan/step_model.h"
 #include "nimbus/plan/workload.h"
 
@@ -39,7 +41,10 @@ struct PlanRequest {
   bool spot = false;                  // rank by spot cost
   std::vector<std::string> gpus{};    // only these devices ("T4", "cpu"); empty: every GPU and CPU instances
   std::vector<std::string> clouds{};  // only these clouds; empty: all
-  bool include_unsupported = false;   // GPUs the CUDA build cannot target (Volta)
+  bool include_unsupported = false;   // GPUs the CUDA build (the image's, with `image`) cannot target
+  // What the container image's build runs (deploy/image.yaml); none: every GPU from compute capability
+  // 7.5 on, and every plan runnable.
+  std::optional<ImageCapabilities> image{};
   std::vector<Precision> precisions{Precision::kFloat32, Precision::kMixedBfloat16, Precision::kMixedFloat16};
   int max_nodes = 1;           // instances per plan (multi-node plans run as an MPIJob)
   double memory_margin = 0.9;  // use at most this share of a device's memory
@@ -70,6 +75,10 @@ struct Plan {
   double preemption_notice_seconds = 0;
   bool meets_deadline = true;
   bool within_budget = true;
+  // Capabilities of deploy/image.yaml the plan needs and the image lacks ("nccl": more than one GPU
+  // all-reduce; "mpi": several nodes), and why. Such plans rank last and cannot run yet.
+  std::vector<std::string> needs{};
+  std::string needs_reason{};
 
   double cost(bool spot) const { return spot ? cost_spot_usd : cost_on_demand_usd; }
 };

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "nimbus/monitor/run_monitor.h"
+#include "nimbus/train/assumed_devices.h"
 #include "nimbus/train/config_schema.h"
 #include "nimbus/train/from_config.h"
 #include "nimbus/train/run_claim.h"
@@ -54,6 +55,8 @@ struct RunOptions {
   // (every worker waits at a barrier after each save), and every worker resumes from them: each takes
   // its share of the same global batches, so rank 0's data position is every worker's.
   std::string chief_run_dir{};
+  // A dry run's hardware instead of this machine's (nimbus train --dry-run --assume-devices); null: this machine.
+  const AssumedDevices* assume_devices = nullptr;
 };
 
 // Trains as the config says, printing Keras's progress to `out`, writing the run directory

@@ -13,20 +13,28 @@
 #include <utility>
 
 #include "nimbus/data/dataset.h"
+#include "nimbus/device/memory.h"
 #include "nimbus/nn/model.h"
+#include "nimbus/train/assumed_devices.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
 
 // runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
-// runtime.memory as configure_memory_from_config.
-void configure_runtime_from_config(const nlohmann::json& config);
-// Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to
-// runtime.device, where the model trains.
+// runtime.memory as configure_memory_from_config. `assumed`: a dry run's hardware (assumed_devices.h),
+// which runtime.device and runtime.precision are checked against instead of this machine's.
+void configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed = nullptr);
+// runtime.memory (mode, fraction, limit), NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT applied over it.
+MemoryOptions memory_options_from_config(const nlohmann::json& config);
+// Applies those options to runtime.device, where the model trains.
 void configure_memory_from_config(const nlohmann::json& config);
+// Whether a dry run traces in place of an assumed GPU: assumed devices given, runtime.device not the CPU.
+bool trains_on_assumed_device(const nlohmann::json& config, const AssumedDevices* assumed);
 // The model section's model, built (an Input first).
 nn::Model model_from_train_config(const nlohmann::json& config);
-Trainer compile_from_config(nn::Model model, const nlohmann::json& config);
+// With `assumed` (and runtime.device a GPU) the strategy is checked as for that GPU and the trainer
+// made on the CPU, which traces the step the GPU would run.
+Trainer compile_from_config(nn::Model model, const nlohmann::json& config, const AssumedDevices* assumed = nullptr);
 // (images scaled and shaped for the model's input, labels) of a data.train / data.validation
 // section ({images, labels, scale}: IDX files; scale defaults to 1/255), in host pipeline memory
 // (device/host_memory.h): the data set does not count against runtime.memory.limit.

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "nimbus/train/assumed_devices.h"
 #include "nimbus/train/step_memory.h"
 #include "nimbus/train/trainer.h"
 
@@ -53,9 +54,11 @@ struct MemoryDecision {
 
 // Resolves fit.batch_size and fit.gradient_accumulation (integers or auto) for training on (x, y),
 // prints the choice to `out` when fit.verbose > 0, and throws OutOfMemory, with the numbers and a
-// remedy, when a fixed batch does not fit.
+// remedy, when a fixed batch does not fit. x and y may be symbolic (a dry run's): only their shapes
+// are read. With `assumed` (a dry run for other hardware) the step is measured against one assumed
+// GPU's memory instead of the trainer's device.
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
-                                       std::ostream& out);
+                                       std::ostream& out, const AssumedDevices* assumed = nullptr);
 
 // trainer.fit, with runtime.memory.trim_between_epochs applied (the step arenas released and the
 // trainer's device trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`
