@@ -16,6 +16,9 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_models(py::module_& m);
+void bind_autodiff(py::module_& m);
+void bind_function(py::module_& m);
+void bind_config(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.

@@ -7,4 +7,7 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_errors(m);
   nimbus::python::bind_tensor(m);
   nimbus::python::bind_models(m);
+  nimbus::python::bind_autodiff(m);
+  nimbus::python::bind_function(m);
+  nimbus::python::bind_config(m);
 }
