@@ -192,6 +192,18 @@ def test_nested_sources_give_gradients_in_the_same_structure():
     np.testing.assert_array_equal(grads["input"][0].numpy(), [[2.0, 3.0]])
 
 
+def test_nested_tapes_give_second_derivatives():
+    x = tf.constant(np.array([2.0]))
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = x * x * x
+        dy_dx = inner.gradient(y, x)  # 3 x^2, recorded by the outer tape
+    np.testing.assert_array_equal(dy_dx.numpy(), [12.0])
+    np.testing.assert_array_equal(outer.gradient(dy_dx, x).numpy(), [12.0])  # 6 x
+
+
 def test_output_gradients_must_match_the_target():
     layer = dense_with_weights(np.ones((2, 1), np.float32), np.zeros(1, np.float32))
     with tf.GradientTape() as tape:
