@@ -16,6 +16,9 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_models(py::module_& m);
+void bind_operators(py::module_& m);
+void bind_ops(py::module_& m);
+void bind_dlpack(py::module_& m);
 void bind_autodiff(py::module_& m);
 void bind_function(py::module_& m);
 void bind_config(py::module_& m);
@@ -30,6 +33,20 @@ py::dtype numpy_dtype_of(DType dtype);
 // convert_to_tensor). A C-contiguous NumPy array of a supported dtype is wrapped, not copied, when no
 // other dtype is asked for; Python floats become float32 and ints int32, as in TensorFlow.
 Tensor to_tensor(const py::handle& value, const py::handle& dtype = py::none());
+
+// Whether a binary op takes `value` as an operand: a Tensor, a Variable, a Python number, a list or
+// tuple, a NumPy array or NumPy scalar.
+bool is_tensor_value(const py::handle& value);
+// An operand of a binary op whose other operand is `like`: a Tensor or Variable as it is, anything
+// else converted to `like`'s dtype (TensorFlow converts `x + 1` so).
+Tensor operand_like(const py::handle& value, const Tensor& like);
+
+// TensorFlow's `/` (tf.math.truediv): integers divide in floating point, int32 and int64 as float64,
+// smaller ones as float32.
+Tensor true_divide(const Tensor& a, const Tensor& b);
+// Whether `value` is a nimbus.Tensor or a nimbus.Variable (or a subclass).
+bool is_tensor(const py::handle& value);
+bool is_variable(const py::handle& value);
 
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);
