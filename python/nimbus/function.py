@@ -239,14 +239,19 @@ class ConcreteFunction:
         return self._engine.graph_text(self._tensors, self._function.__name__, optimized)
 
 
-def function(func=None, input_signature=None, jit_compile=None, reduce_retracing=False, **unsupported):
+def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
+             experimental_relax_shapes=None, **unsupported):  # pylint: disable=unused-argument
     """``tf.function``: ``@nimbus.function``, ``@nimbus.function(jit_compile=True)`` or ``function(f)``.
 
     ``jit_compile=True`` fuses chains of elementwise ops into single kernels
-    (False: none); None follows ``nimbus.config.optimizer.set_jit``.
+    (False: none); None follows ``nimbus.config.optimizer.set_jit``. There is
+    no AutoGraph, so ``autograph`` changes nothing (docs/python.md);
+    ``experimental_relax_shapes`` is TensorFlow's older name of ``reduce_retracing``.
     """
     if unsupported:
         raise TypeError(f"nimbus.function: unexpected keyword argument(s) {sorted(unsupported)}")
+    if experimental_relax_shapes is not None:
+        reduce_retracing = experimental_relax_shapes
     if func is None:
         return functools.partial(function, input_signature=input_signature, jit_compile=jit_compile,
                                  reduce_retracing=reduce_retracing)
