@@ -44,3 +44,10 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):  # pylint:
     if dtype is None and dtype_hint is not None and not isinstance(value, (Tensor, Variable)):
         dtype = dtype_hint
     return constant(value, dtype)
+
+
+# Autodiff and graphs (gradient_tape.py, function.py, config.py, nest.py).
+# pylint: disable=wrong-import-position
+from nimbus import config, nest
+from nimbus.function import TensorSpec, function
+from nimbus.gradient_tape import GradientTape, UnconnectedGradients

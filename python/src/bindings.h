@@ -19,6 +19,9 @@ void bind_models(py::module_& m);
 void bind_operators(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_dlpack(py::module_& m);
+void bind_autodiff(py::module_& m);
+void bind_function(py::module_& m);
+void bind_config(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.

@@ -10,4 +10,7 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_ops(m);
   nimbus::python::bind_dlpack(m);
   nimbus::python::bind_models(m);
+  nimbus::python::bind_autodiff(m);
+  nimbus::python::bind_function(m);
+  nimbus::python::bind_config(m);
 }
