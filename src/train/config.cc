@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/monitor/exporter.h"
@@ -86,7 +87,8 @@ void check_metrics_port_free(const monitor::RunMonitorOptions& monitoring) {
 }  // namespace
 
 nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const RunOptions& options) {
-  configure_runtime_from_config(config);
+  const DeviceChoice device = configure_runtime_from_config(config);
+  out << "device: " << device.to_string() << "\n" << std::flush;
   nn::Model model = model_from_train_config(config);
   const Json& fit_section = config.at("fit");
   if (fit_section.at("verbose").get<int>() > 0) out << model.summary_string();
@@ -157,6 +159,7 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   monitor::RunMonitorOptions monitoring = options.monitoring ? *options.monitoring : monitor::RunMonitorOptions{};
   monitoring.run_dir = run.path();
   monitoring.step_lines = false;
+  monitoring.device = trainer.device();
   monitor::RunMonitor monitor(monitoring, std::cerr);
   monitor.attach(trainer.profiler());
   run.metrics().add_step_fields([device = monitoring.device](Trainer& trainer, nlohmann::ordered_json& line) {
@@ -168,6 +171,7 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
                               ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, oom_checkpoint)
                               : fit_saving_on_out_of_memory(trainer, x_train, y_train, fit, config, oom_checkpoint);
   Json extra = {{"run_dir", run.path()},
+                {"device_reason", device.reason},
                 {"micro_batch", memory.micro_batch()},
                 {"gradient_accumulation", memory.gradient_accumulation},
                 {"memory", memory.to_json()}};

@@ -10,6 +10,7 @@
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
@@ -170,30 +171,20 @@ Loss loss_from_config(const nlohmann::json& spec) {
   return get_loss(name);
 }
 
-namespace {
-
-// runtime.device: a device this machine and build lack is an Unavailable naming what is missing
-// (no CUDA build, no driver, no GPU) before anything is loaded.
-void check_training_device(const std::string& text) {
-  Device device;
-  try {
-    device = Device::parse(text);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument("runtime.device: " + e.message(), e.hint());
+DeviceChoice training_device_from_config(const nlohmann::json& config, const GpuProbe& probe) {
+  const Json& runtime = config.at("runtime");
+  const std::string text = runtime.at("device").get<std::string>();
+  const Json strategy = runtime.value("strategy", Json());
+  const std::string strategy_type = strategy.is_object() ? strategy.value("type", "one_device") : "one_device";
+  if (text == "auto" && strategy_type != "one_device") {
+    return {Device::cpu(), fmt::format("auto: runtime.strategy.type {} replicates over CPU devices (over several "
+                                       "GPUs it needs NCCL, which Nimbus does not support yet)",
+                                       strategy_type)};
   }
-  if (device.is_cpu()) return;
-  try {
-    default_stream_for(device);  // checks the build, the driver, and the device's index
-  } catch (const Unavailable& e) {
-    throw Unavailable(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
-  } catch (const NotFound& e) {
-    throw NotFound(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
-  }
+  return choose_device(text, "runtime.device", probe);
 }
 
-}  // namespace
-
-void configure_runtime_from_config(const nlohmann::json& config) {
+DeviceChoice configure_runtime_from_config(const nlohmann::json& config) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
   runtime_options.threads = runtime.at("threads").get<int>();
@@ -203,8 +194,18 @@ void configure_runtime_from_config(const nlohmann::json& config) {
   runtime_options.jit = runtime.at("jit").get<bool>();
   runtime_options.allow_tf32 = runtime.at("allow_tf32").get<bool>();
   configure_runtime(runtime_options);
-  check_training_device(runtime.at("device").get<std::string>());
+  const DeviceChoice choice = training_device_from_config(config);
+  if (!choice.device.is_cpu()) {
+    try {
+      default_stream_for(choice.device);  // brings the device up: its driver's errors before anything is loaded
+    } catch (const Unavailable& e) {
+      throw Unavailable(fmt::format("{}: {}", choice.reason, e.message()), e.hint());
+    } catch (const NotFound& e) {
+      throw NotFound(fmt::format("{}: {}", choice.reason, e.message()), e.hint());
+    }
+  }
   configure_memory_from_config(config);
+  return choice;
 }
 
 namespace {
@@ -248,29 +249,28 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
 }
 
 namespace {
-// runtime.strategy, or for a runtime.device other than cpu:0 (a GPU, a logical CPU), one replica
+// runtime.strategy, or for a training device other than cpu:0 (a GPU, a logical CPU), one replica
 // there (OneDevice): the trainer places the model, the optimizer's state and the batches on it.
-std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime) {
+std::shared_ptr<distribute::Strategy> strategy_of(const Json& config) {
+  const Json& runtime = config.at("runtime");
   auto strategy =
       distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
-  const std::string text = runtime.at("device").get<std::string>();
-  const Device device = Device::parse(text);
-  if (device == Device::cpu()) return strategy;
+  const DeviceChoice choice = training_device_from_config(config);
+  if (choice.device == Device::cpu()) return strategy;
   if (strategy->name() != "one_device") {
-    throw Unimplemented(fmt::format("runtime.device: {} with runtime.strategy.type {}", text, strategy->name()),
+    throw Unimplemented(fmt::format("{} with runtime.strategy.type {}", choice.reason, strategy->name()),
                         "one device only for now: drop runtime.strategy, or train on the CPU");
   }
-  return distribute::OneDevice(device);
+  return distribute::OneDevice(choice.device);
 }
 }  // namespace
 
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config) {
   const Json& compile_section = config.at("compile");
-  const Json& runtime = config.at("runtime");
   return compile(std::move(model), {.optimizer = optimizer_from_config(compile_section.at("optimizer")),
                                     .loss = loss_from_config(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
-                                    .strategy = strategy_of(runtime)});
+                                    .strategy = strategy_of(config)});
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
@@ -315,7 +315,7 @@ void configure_memory_from_config(const nlohmann::json& config) {
         parse_memory_options(memory.value("mode", std::string("growth")), memory.value("fraction", 0.9), limit_text);
   }
   // The limit is the training device's: the model's memory (the data set is the host's).
-  configure_memory(Device::parse(runtime.at("device").get<std::string>()), options);
+  configure_memory(training_device_from_config(config).device, options);
 }
 
 TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model) {

@@ -13,16 +13,21 @@
 #include <utility>
 
 #include "nimbus/data/dataset.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
 
-// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
-// runtime.memory as configure_memory_from_config.
-void configure_runtime_from_config(const nlohmann::json& config);
+// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks the training device
+// and brings it up; and runtime.memory as configure_memory_from_config. Returns the training device.
+DeviceChoice configure_runtime_from_config(const nlohmann::json& config);
+// runtime.device as the device the model trains on, chosen as choose_device (device_choice.h) says:
+// auto takes a GPU when `probe` has one, else the CPU; but with a runtime.strategy that replicates over
+// several devices (mirrored, multi_worker_mirrored) auto keeps the CPU, where those run for now.
+DeviceChoice training_device_from_config(const nlohmann::json& config, const GpuProbe& probe = probe_gpus());
 // Applies runtime.memory (mode, fraction, limit; NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT override) to
-// runtime.device, where the model trains.
+// the training device, where the model trains.
 void configure_memory_from_config(const nlohmann::json& config);
 // The model section's model, built (an Input first).
 nn::Model model_from_train_config(const nlohmann::json& config);
