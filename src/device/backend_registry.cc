@@ -26,6 +26,11 @@ bool has_backend(DeviceType type) {
   return found != registered_backends().end() && found->second->device_count() > 0;
 }
 
+Backend* find_backend(DeviceType type) {
+  const auto found = registered_backends().find(type);
+  return found == registered_backends().end() ? nullptr : found->second.get();
+}
+
 Backend& backend(DeviceType type) {
   const auto found = registered_backends().find(type);
   if (found == registered_backends().end()) {

@@ -149,8 +149,8 @@ std::string summary_facts(const nlohmann::json& summary) {
   if (summary.contains("peak_memory_bytes")) {
     facts.emplace_back("Peak allocator memory", bytes_text(summary["peak_memory_bytes"].get<double>()));
   }
-  if (summary.contains("peak_rss_bytes")) {
-    facts.emplace_back("Peak resident memory", bytes_text(summary["peak_rss_bytes"].get<double>()));
+  if (summary.contains("host_peak_rss_bytes")) {
+    facts.emplace_back("Peak resident memory", bytes_text(summary["host_peak_rss_bytes"].get<double>()));
   }
   if (summary.contains("final") && summary["final"].is_object()) {
     for (const auto& [name, value] : summary["final"].items()) {

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "nimbus/base/error.h"
+#include "nimbus/plan/train_command.h"
 
 namespace nimbus::plan {
 namespace {
@@ -28,38 +29,6 @@ void check_name(const std::string& name) {
   }
 }
 
-// `word` as POSIX sh reads it back: as it is when plain, else in single quotes.
-std::string shell_word(const std::string& word) {
-  static const std::regex plain("[A-Za-z0-9_./=:,+@%-]+");
-  if (std::regex_match(word, plain)) return word;
-  std::string quoted = "'";
-  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::string shell_words(const std::vector<std::string>& words) {
-  std::string line;
-  for (const std::string& word : words) line += (line.empty() ? "" : " ") + shell_word(word);
-  return line;
-}
-
-// The nimbus train command line that runs `plan` with the config at `config_path`: the user's --set
-// overrides first (the plan was made with them), then what the plan chose, which must win: the device,
-// one MPI process per GPU across nodes, the global batch, its accumulation and the precision.
-std::vector<std::string> train_command_for(const Plan& plan, const std::string& config_path,
-                                           const std::vector<std::string>& set_overrides) {
-  std::vector<std::string> argv = {"nimbus", "train", config_path};
-  const auto set = [&argv](const std::string& key_value) { argv.insert(argv.end(), {"--set", key_value}); };
-  for (const std::string& key_value : set_overrides) set(key_value);
-  set(plan.device == "cpu" ? "runtime.device=cpu" : "runtime.device=cuda");
-  if (plan.nodes > 1) set("runtime.strategy.type=multi_worker_mirrored");
-  set(fmt::format("fit.batch_size={}", plan.micro_batch * plan.gradient_accumulation * plan.device_count));
-  set(fmt::format("fit.gradient_accumulation={}", plan.gradient_accumulation));
-  // float32 is runtime.precision's default; the others name their policy (docs/mixed_precision.md).
-  if (plan.precision != Precision::kFloat32) set("runtime.precision=" + precision_name(plan.precision));
-  return argv;
-}
-
 // Continues the run when a previous pod of this job began it (its config.json is written first):
 // --resume takes the newest intact checkpoint, or starts again from step 0 when that pod was stopped
 // before its first one; a run of another config there is refused, never mixed in. A pod stopped before
@@ -76,7 +45,7 @@ std::string metrics_flags(const ManifestOptions& options) {
 // The Job's container: nimbus train itself, continuing the run of a replaced pod.
 Json job_command(const Plan& plan, const ManifestOptions& options) {
   const std::string train =
-      shell_words(train_command_for(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides));
+      shell_line(train_command(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides));
   return Json::array(
       {"/bin/sh", "-c",
        resume_prelude(options) + fmt::format("exec {} --run-dir \"$run\" $resume {}", train, metrics_flags(options))});
@@ -90,10 +59,10 @@ Json job_command(const Plan& plan, const ManifestOptions& options) {
 // on the shared claim; the others write their own files under the pod's scratch folder.
 Json launcher_command(const Plan& plan, const ManifestOptions& options) {
   std::string rank = plan.device == "cpu" ? "" : "export CUDA_VISIBLE_DEVICES=\"$OMPI_COMM_WORLD_LOCAL_RANK\"; ";
-  rank += fmt::format(
-      "exec {} --run-dir {}/{} --worker-dir {} {} \"$@\"",
-      shell_words(train_command_for(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides)),
-      kRunsMount, options.name, kScratchMount, metrics_flags(options));
+  rank +=
+      fmt::format("exec {} --run-dir {}/{} --worker-dir {} {} \"$@\"",
+                  shell_line(train_command(plan, fmt::format("{}/config.yaml", kConfigMount), options.set_overrides)),
+                  kRunsMount, options.name, kScratchMount, metrics_flags(options));
   return Json::array(
       {"/bin/sh", "-c",
        resume_prelude(options) + fmt::format("exec mpirun --allow-run-as-root -np {} -bind-to none -x PATH -x "

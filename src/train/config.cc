@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/monitor/exporter.h"
@@ -97,6 +98,7 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
   monitor::RunMonitorOptions monitoring = options.monitoring ? *options.monitoring : monitor::RunMonitorOptions{};
   monitoring.run_dir = run.path();
   monitoring.step_lines = false;
+  monitoring.device = trainer.device();
   monitor::RunMonitor monitor(monitoring, std::cerr);
   monitor.attach(trainer.profiler());
   run.metrics().add_step_fields([device = monitoring.device](Trainer& trainer, nlohmann::ordered_json& line) {
@@ -109,6 +111,7 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
           ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, oom_checkpoint)
           : fit_saving_on_out_of_memory(trainer, train_data.x, train_data.y, fit, config, oom_checkpoint);
   Json extra = {{"run_dir", run.path()},
+                {"device_reason", checked.device.reason},
                 {"micro_batch", memory.micro_batch()},
                 {"gradient_accumulation", memory.gradient_accumulation},
                 {"memory", memory.to_json()}};

@@ -104,7 +104,7 @@ const std::map<std::string, ConfigKey>& config_schema() {
       {"fit.initial_epoch", {ConfigType::kInt, 0}},
       {"fit.verbose", {ConfigType::kInt, 1}},
       {"runtime.threads", {ConfigType::kInt, 0}},
-      {"runtime.device", {ConfigType::kString, "cpu"}},
+      {"runtime.device", {ConfigType::kString, "auto"}},
       {"runtime.graph", {ConfigType::kBool, true}},
       {"runtime.jit", {ConfigType::kBool, true}},
       {"runtime.allow_tf32", {ConfigType::kBool, false}},

@@ -10,6 +10,7 @@
 #include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
@@ -172,17 +173,8 @@ Loss loss_from_config(const nlohmann::json& spec) {
 
 namespace {
 
-// runtime.device and runtime.precision on the assumed devices of a dry run (assumed_devices.h).
-void check_assumed_device(Device device, const std::string& text, const Json& runtime, const AssumedDevices& assumed) {
-  if (device.type != DeviceType::kCUDA) {
-    throw InvalidArgument(fmt::format("runtime.device: {} is none of --assume-devices {}", text, assumed.to_string()),
-                          "use runtime.device: cuda (or cpu)");
-  }
-  if (device.index >= assumed.count) {
-    throw NotFound(fmt::format("runtime.device: {}: --assume-devices has {}, cuda:0 to cuda:{}", text,
-                               assumed.to_string(), assumed.count - 1),
-                   "name one of them, or assume more devices");
-  }
+// runtime.precision on the assumed GPUs of a dry run (assumed_devices.h).
+void check_assumed_precision(const Json& runtime, const AssumedDevices& assumed) {
   if (runtime.value("precision", std::string("float32")) == "mixed_bfloat16" && !assumed.bfloat16) {
     throw Unavailable(fmt::format("runtime.precision: mixed_bfloat16 needs bfloat16 tensor cores (compute capability "
                                   "8.0 and newer), and --assume-devices is {}",
@@ -191,34 +183,32 @@ void check_assumed_device(Device device, const std::string& text, const Json& ru
   }
 }
 
-// runtime.device: a device this machine and build lack is an Unavailable naming what is missing
-// (no CUDA build, no driver, no GPU) before anything is loaded; with assumed devices, one they lack.
-void check_training_device(const Json& runtime, const AssumedDevices* assumed) {
-  const std::string text = runtime.at("device").get<std::string>();
-  Device device;
-  try {
-    device = Device::parse(text);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument("runtime.device: " + e.message(), e.hint());
-  }
-  if (device.is_cpu()) return;
-  if (assumed != nullptr) return check_assumed_device(device, text, runtime, *assumed);
-  try {
-    default_stream_for(device);  // checks the build, the driver, and the device's index
-  } catch (const Unavailable& e) {
-    throw Unavailable(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
-  } catch (const NotFound& e) {
-    throw NotFound(fmt::format("runtime.device: {}: {}", text, e.message()), e.hint());
-  }
+// The device the model trains on: this machine's, or a dry run's assumed GPUs (auto takes them).
+DeviceChoice training_device_of(const Json& config, const AssumedDevices* assumed) {
+  return assumed != nullptr ? training_device_from_config(config, assumed->probe())
+                            : training_device_from_config(config);
 }
 
 }  // namespace
 
-bool trains_on_assumed_device(const nlohmann::json& config, const AssumedDevices* assumed) {
-  return assumed != nullptr && !Device::parse(config.at("runtime").at("device").get<std::string>()).is_cpu();
+DeviceChoice training_device_from_config(const nlohmann::json& config, const GpuProbe& probe) {
+  const Json& runtime = config.at("runtime");
+  const std::string text = runtime.at("device").get<std::string>();
+  const Json strategy = runtime.value("strategy", Json());
+  const std::string strategy_type = strategy.is_object() ? strategy.value("type", "one_device") : "one_device";
+  if (text == "auto" && strategy_type != "one_device") {
+    return {Device::cpu(), fmt::format("auto: runtime.strategy.type {} replicates over CPU devices (over several "
+                                       "GPUs it needs NCCL, which Nimbus does not support yet)",
+                                       strategy_type)};
+  }
+  return choose_device(text, "runtime.device", probe);
 }
 
-void configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed) {
+bool trains_on_assumed_device(const nlohmann::json& config, const AssumedDevices* assumed) {
+  return assumed != nullptr && !training_device_of(config, assumed).device.is_cpu();
+}
+
+DeviceChoice configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed) {
   const Json& runtime = config.at("runtime");
   RuntimeOptions runtime_options;
   runtime_options.threads = runtime.at("threads").get<int>();
@@ -228,13 +218,24 @@ void configure_runtime_from_config(const nlohmann::json& config, const AssumedDe
   runtime_options.jit = runtime.at("jit").get<bool>();
   runtime_options.allow_tf32 = runtime.at("allow_tf32").get<bool>();
   configure_runtime(runtime_options);
-  check_training_device(runtime, assumed);
-  // An assumed GPU has no allocator here: its memory options are checked, and the memory check applies them.
-  if (trains_on_assumed_device(config, assumed)) {
+  const DeviceChoice choice = training_device_of(config, assumed);
+  if (assumed != nullptr && !choice.device.is_cpu()) {
+    check_assumed_precision(runtime, *assumed);
+    // An assumed GPU has no allocator here: its memory options are checked, and the memory check applies them.
     (void)memory_options_from_config(config);
-  } else {
-    configure_memory_from_config(config);
+    return choice;
   }
+  if (!choice.device.is_cpu()) {
+    try {
+      default_stream_for(choice.device);  // brings the device up: its driver's errors before anything is loaded
+    } catch (const Unavailable& e) {
+      throw Unavailable(fmt::format("{}: {}", choice.reason, e.message()), e.hint());
+    } catch (const NotFound& e) {
+      throw NotFound(fmt::format("{}: {}", choice.reason, e.message()), e.hint());
+    }
+  }
+  configure_memory_from_config(config);
+  return choice;
 }
 
 namespace {
@@ -278,30 +279,29 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
 }
 
 namespace {
-// runtime.strategy, or for a runtime.device other than cpu:0 (a GPU, a logical CPU), one replica
+// runtime.strategy, or for a training device other than cpu:0 (a GPU, a logical CPU), one replica
 // there (OneDevice): the trainer places the model, the optimizer's state and the batches on it. A dry
 // run on assumed GPUs checks the same, then traces on the CPU (assumed_devices.h).
-std::shared_ptr<distribute::Strategy> strategy_of(const Json& runtime, bool on_assumed_device) {
+std::shared_ptr<distribute::Strategy> strategy_of(const Json& config, const AssumedDevices* assumed) {
+  const Json& runtime = config.at("runtime");
   auto strategy =
       distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
-  const std::string text = runtime.at("device").get<std::string>();
-  const Device device = Device::parse(text);
-  if (device == Device::cpu()) return strategy;
+  const DeviceChoice choice = training_device_of(config, assumed);
+  if (choice.device == Device::cpu()) return strategy;
   if (strategy->name() != "one_device") {
-    throw Unimplemented(fmt::format("runtime.device: {} with runtime.strategy.type {}", text, strategy->name()),
+    throw Unimplemented(fmt::format("{} with runtime.strategy.type {}", choice.reason, strategy->name()),
                         "one device only for now: drop runtime.strategy, or train on the CPU");
   }
-  return on_assumed_device ? distribute::OneDevice() : distribute::OneDevice(device);
+  return assumed != nullptr ? distribute::OneDevice() : distribute::OneDevice(choice.device);
 }
 }  // namespace
 
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config, const AssumedDevices* assumed) {
   const Json& compile_section = config.at("compile");
-  const Json& runtime = config.at("runtime");
   return compile(std::move(model), {.optimizer = optimizer_from_config(compile_section.at("optimizer")),
                                     .loss = loss_from_config(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
-                                    .strategy = strategy_of(runtime, trains_on_assumed_device(config, assumed))});
+                                    .strategy = strategy_of(config, assumed)});
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,
@@ -350,8 +350,7 @@ MemoryOptions memory_options_from_config(const nlohmann::json& config) {
 
 void configure_memory_from_config(const nlohmann::json& config) {
   // The limit is the training device's: the model's memory (the data set is the host's).
-  configure_memory(Device::parse(config.at("runtime").at("device").get<std::string>()),
-                   memory_options_from_config(config));
+  configure_memory(training_device_from_config(config).device, memory_options_from_config(config));
 }
 
 TrainingData training_data_from_config(const nlohmann::json& config, const nn::Model& model) {

@@ -113,11 +113,12 @@ std::string shape_text(const Tensor& tensor) {
 CheckedRun check_run(const nlohmann::json& config, const RunOptions& options, DataReading data, std::ostream& out) {
   std::vector<std::string> checked = {"config: every key and value valid"};
   const AssumedDevices* assumed = options.assume_devices;
-  configure_runtime_from_config(config, assumed);
-  const std::string device = config.at("runtime").at("device").get<std::string>();
-  checked.push_back(trains_on_assumed_device(config, assumed)
-                        ? fmt::format("runtime.device: {} of --assume-devices {}", device, assumed->to_string())
-                        : fmt::format("runtime.device: {}, present", device));
+  const DeviceChoice device = configure_runtime_from_config(config, assumed);
+  out << "device: " << device.to_string() << "\n" << std::flush;
+  checked.push_back(
+      trains_on_assumed_device(config, assumed)
+          ? fmt::format("runtime.device: {} of --assume-devices {}", device.to_string(), assumed->to_string())
+          : fmt::format("runtime.device: {}, present", device.to_string()));
   nn::Model model = model_from_train_config(config);
   const Json& fit = config.at("fit");
   if (fit.at("verbose").get<int>() > 0) out << model.summary_string();
@@ -170,7 +171,8 @@ CheckedRun check_run(const nlohmann::json& config, const RunOptions& options, Da
     check_metrics_port_free(*options.monitoring);
     checked.push_back(fmt::format("--metrics-port {}: free", *options.monitoring->metrics_port));
   }
-  return {.trainer = std::move(trainer),
+  return {.device = device,
+          .trainer = std::move(trainer),
           .train_data = std::move(train_data),
           .validation_data = std::move(validation_data),
           .memory = std::move(memory),

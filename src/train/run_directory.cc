@@ -12,8 +12,10 @@
 #include <fstream>
 
 #include "nimbus/base/error.h"
+#include "nimbus/device/backend.h"
 #include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
+#include "nimbus/distribute/strategy.h"
 #include "nimbus/monitor/json_lines.h"
 #include "nimbus/train/callbacks.h"
 #include "nimbus/train/preemption.h"
@@ -45,7 +47,7 @@ void write_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-int64_t peak_rss_bytes() {
+int64_t host_peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
@@ -158,16 +160,23 @@ std::vector<std::shared_ptr<Callback>> RunDirectory::callbacks(const RunSettings
 
 nlohmann::json RunDirectory::finish(const History& history, const Trainer& trainer, const nlohmann::json& extra) {
   const TrainingPosition& position = trainer.position();
+  // The devices the model's replicas ran on in this process (one without a replicating strategy).
+  const std::vector<Device> devices =
+      trainer.strategy() != nullptr ? trainer.strategy()->devices() : std::vector<Device>{trainer.device()};
+  nlohmann::ordered_json device_names = nlohmann::ordered_json::array();
+  for (const Device& device : devices) device_names.push_back(backend(device.type).device_name(device.index));
   nlohmann::ordered_json summary = {
       {"samples_per_sec", history.samples_per_sec},
       {"samples_total", position.samples},
       {"steps", position.global_step},
       {"wall_seconds", position.elapsed_seconds},
       {"device", trainer.device().to_string()},
+      {"device_count", devices.size()},
+      {"device_names", device_names},
       {"parameters", trainer.model().count_params()},
       {"peak_memory_bytes", memory_stats(trainer.device()).peak_bytes_in_use},
       {"peak_host_memory_bytes", host_memory_stats().peak_bytes_in_use},
-      {"peak_rss_bytes", peak_rss_bytes()},
+      {"host_peak_rss_bytes", host_peak_rss_bytes()},
       {"final", nlohmann::ordered_json::object()},
       {"epochs", nlohmann::ordered_json::array()},
       {"interrupted", signal_received() != 0},

@@ -44,6 +44,7 @@ class ToyBackend final : public Backend {
   DeviceType type() const override { return kToy; }
   int device_count() const override { return 1; }
   std::string describe(int index) const override { return fmt::format("toy:{}: host memory, add on f32", index); }
+  std::string device_name(int) const override { return "toy"; }
   Allocator& allocator(int) override { return backend(DeviceType::kCPU).allocator(0); }
   Stream& default_stream(int) override { return stream_; }
   void copy(const void* src, Device, void* dst, Device, size_t bytes, Stream&) override {

@@ -41,7 +41,8 @@ class MemoryAccounting : public ::testing::TestWithParam<std::tuple<std::string,
 TEST_P(MemoryAccounting, PredictedPeakIsWithinTenPercentOfTheMeasured) {
   const auto& [model, batch] = GetParam();
   configure_memory(Device::cpu(), {});
-  const nlohmann::json config = train::load_config(fmt::format("examples/fashion_mnist_{}.yaml", model));
+  const nlohmann::json config =
+      train::load_config(fmt::format("examples/fashion_mnist_{}.yaml", model), {"runtime.device=cpu"});
   const train::StepAnalysis predicted = train::analyze_train_step(config, batch);
   const uint64_t measured = measured_step_peak(config, batch);
   const double error = (double(predicted.memory.total()) - double(measured)) / double(measured);

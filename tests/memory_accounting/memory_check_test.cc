@@ -53,9 +53,10 @@ class MemoryCheck : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // The example's MLP, trained on the files above without validation data.
+  // The example's MLP, trained on the files above without validation data, on the CPU (whose allocator
+  // these tests read; runtime.device's default, auto, would take a GPU where there is one).
   nlohmann::json config(std::vector<std::string> overrides) const {
-    overrides.insert(overrides.begin(), {"fit.verbose=0", "fit.epochs=1"});
+    overrides.insert(overrides.begin(), {"fit.verbose=0", "fit.epochs=1", "runtime.device=cpu"});
     nlohmann::json result = train::load_config("examples/fashion_mnist_mlp.yaml", overrides);
     result["data"].erase("validation");
     result["data"]["train"]["images"] = (dir_ / "images.idx").string();

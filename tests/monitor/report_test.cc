@@ -90,7 +90,7 @@ TEST(Report, NamesWhatRanAndRoundsFiguresWithUnits) {
     "runtime": {"device": "auto", "threads": 2, "graph": true, "jit": true, "seed": 1}})");
   run.summary = nlohmann::json::parse(R"({
     "samples_per_sec": 42016.87759746359, "samples_total": 60000, "steps": 469, "wall_seconds": 83.4,
-    "device": "cpu:0", "parameters": 421642, "peak_rss_bytes": 314572800,
+    "device": "cpu:0", "parameters": 421642, "host_peak_rss_bytes": 314572800,
     "final": {"val_accuracy": 0.88123}, "epochs": [{"epoch": 1, "loss": 0.4567, "accuracy": 0.8391,
     "val_loss": 0.3312, "val_accuracy": 0.88123, "elapsed_seconds": 83.4}]})");
   const std::string html = render_report(run);

@@ -3,6 +3,7 @@
 // overrides, and a small run end to end on IDX files.
 #include "nimbus/train/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,8 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/idx.h"
+#include "nimbus/device/backend.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
@@ -246,8 +249,30 @@ TEST(Config, RunsEndToEndOnIdxFilesAndSummarizes) {
   EXPECT_TRUE(summary["epochs"][0].contains("val_accuracy"));
   EXPECT_GT(summary["final"]["val_accuracy"].get<double>(), 0.95) << out.str();
   EXPECT_GT(summary["samples_per_sec"].get<double>(), 0);
-  EXPECT_GT(summary["peak_rss_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(summary["host_peak_rss_bytes"].get<int64_t>(), 0);
   EXPECT_NE(out.str().find("Epoch 20/20"), std::string::npos);
+  // runtime.device defaults to auto: the run's first line says what it took and why, as summary.json does.
+  const DeviceChoice expected = choose_device("auto", "runtime.device", probe_gpus());
+  EXPECT_TRUE(out.str().starts_with("device: " + expected.to_string() + "\n")) << out.str();
+  EXPECT_EQ(summary["device"], expected.device.to_string());
+  EXPECT_EQ(summary["device_reason"], expected.reason);
+  EXPECT_EQ(summary["device_count"], 1);
+  EXPECT_EQ(summary["device_names"], nlohmann::json::array({backend(expected.device.type).device_name(0)}));
+}
+
+TEST(Config, AutoTakesTheCpuForAStrategyThatReplicatesOverDevices) {
+  const GpuProbe four_gpus{.cuda_backend = true, .gpu_count = 4};
+  const nlohmann::json one_device = train::load_config("examples/fashion_mnist_mlp.yaml");
+  EXPECT_EQ(one_device["runtime"]["device"], "auto");
+  EXPECT_EQ(train::training_device_from_config(one_device, four_gpus).device, Device::cuda(0));
+  const nlohmann::json mirrored =
+      train::load_config("examples/fashion_mnist_mlp.yaml", {"runtime.strategy.type=mirrored"});
+  const DeviceChoice choice = train::training_device_from_config(mirrored, four_gpus);
+  EXPECT_EQ(choice.device, Device::cpu());
+  EXPECT_THAT(choice.reason, ::testing::HasSubstr("runtime.strategy.type mirrored replicates over CPU devices"));
+  // A device named explicitly is taken as named.
+  const nlohmann::json named = train::load_config("examples/fashion_mnist_mlp.yaml", {"runtime.device=cuda:2"});
+  EXPECT_EQ(train::training_device_from_config(named, four_gpus).device, Device::cuda(2));
 }
 
 }  // namespace

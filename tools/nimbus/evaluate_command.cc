@@ -22,6 +22,7 @@ Command add_evaluate_command(CLI::App& app) {
   evaluate->add_flag("--json", *as_json, "print the scores as one JSON object");
   return [arguments, as_json] {
     train::TrainedModel trained = load_model_source(*arguments);
+    if (!*as_json) std::cout << "device: " << trained.device.to_string() << "\n";
     const nlohmann::json split = data_split(*arguments, trained, /*with_labels=*/true);
     const auto [x, y] = train::load_idx_split(split, trained.trainer.model(), "data");
     // A batch that does not fit the device runs in micro-batches that do; saying so on stdout would break --json.

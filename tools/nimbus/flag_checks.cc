@@ -130,4 +130,18 @@ CLI::Validator single_word() {
       "WORD");
 }
 
+CLI::Validator device_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        static const std::regex form(R"(auto|cpu|cuda(:(0|[1-9][0-9]{0,3}))?)");
+        if (!std::regex_match(text, form)) {
+          return refusal(text, "is not a device",
+                         "auto (a GPU when there is one, else the CPU), cpu, cuda (the first GPU) or cuda:N (GPU N, "
+                         "from 0)");
+        }
+        return {};
+      },
+      "auto|cpu|cuda|cuda:N");
+}
+
 }  // namespace nimbus::cli

@@ -33,4 +33,8 @@ CLI::Validator kubernetes_subdomain();
 // A value written into a manifest or command line as one word: not empty, no white space or quotes.
 CLI::Validator single_word();
 
+// A device to run on: auto, cpu, cuda or cuda:N (the form only; whether the machine has it is the
+// command's check, device_choice.h).
+CLI::Validator device_name();
+
 }  // namespace nimbus::cli

@@ -1,26 +1,27 @@
-// nimbus info: the devices and libraries this build can use.
+// nimbus info: the devices and libraries this build can use, why there is no GPU when there is
+// none, and the device a run takes by default (runtime.device: auto).
 #include <iostream>
 
 #include "commands.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/nimbus.h"
 
 namespace nimbus::cli {
 
 Command add_info_command(CLI::App& app) {
-  app.add_subcommand("info", "show the devices and libraries this build can use");
+  app.add_subcommand("info", "show the devices and libraries this build can use, and why there is no GPU");
   return [] {
-    for (DeviceType type : {DeviceType::kCPU, DeviceType::kCUDA}) {
-      if (!has_backend(type)) {
-        try {
-          backend(type);
-        } catch (const Unavailable& missing) {  // no backend in this build, or no driver or device
-          std::cout << type.name() << ": not available: " << missing.message() << "\n";
-        }
-        continue;
-      }
-      Backend& device_backend = backend(type);
-      for (int i = 0; i < device_backend.device_count(); ++i) std::cout << device_backend.describe(i) << "\n";
+    Backend& cpu = backend(DeviceType::kCPU);
+    for (int i = 0; i < cpu.device_count(); ++i) std::cout << cpu.describe(i) << "\n";
+    const GpuProbe gpus = probe_gpus();
+    if (gpus.gpu_count == 0) {
+      // No CUDA backend in this build, no driver (libcuda), the driver's error, or no GPU.
+      std::cout << "cuda: not available: " << why_no_gpu(gpus) << "\n";
+    } else {
+      Backend& cuda = backend(DeviceType::kCUDA);
+      for (int i = 0; i < gpus.gpu_count; ++i) std::cout << cuda.describe(i) << "\n";
     }
+    std::cout << "default training device: " << choose_device("auto", "runtime.device", gpus).to_string() << "\n";
     return 0;
   };
 }

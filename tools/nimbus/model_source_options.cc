@@ -6,6 +6,7 @@
 
 #include "flag_checks.h"
 #include "nimbus/base/error.h"
+#include "nimbus/device/device_choice.h"
 
 namespace nimbus::cli {
 
@@ -17,6 +18,11 @@ void add_model_source_options(CLI::App& command, ModelSourceArguments& arguments
   command.add_option("--config", arguments.config_path,
                      "a config whose compile and data sections apply (default: the run directory's config.json)");
   command.add_option("--set", arguments.overrides, "key.path=value: set a key of that config (repeatable)");
+  command
+      .add_option("--device", arguments.device,
+                  "where to run, over the config's runtime.device: auto (the default without a config), cpu, cuda "
+                  "or cuda:N")
+      ->check(device_name());
   command.add_option("--split", arguments.split, "the config's data split to use: validation or train")
       ->check(CLI::IsMember({"validation", "train"}));
   command.add_option("--images", arguments.images, "IDX images instead of the config's data");
@@ -34,8 +40,12 @@ void add_model_source_options(CLI::App& command, ModelSourceArguments& arguments
 }
 
 train::TrainedModel load_model_source(const ModelSourceArguments& arguments) {
-  train::TrainedModelOptions options{
-      .checkpoint = arguments.checkpoint, .config_path = arguments.config_path, .overrides = arguments.overrides};
+  // A device this machine or build lacks is refused naming the flag, before the model loads.
+  if (!arguments.device.empty()) choose_device(arguments.device, "--device", probe_gpus());
+  train::TrainedModelOptions options{.checkpoint = arguments.checkpoint,
+                                     .config_path = arguments.config_path,
+                                     .overrides = arguments.overrides,
+                                     .device = arguments.device};
   options.loss =
       nlohmann::json{{"name", arguments.loss.empty() ? std::string("sparse_categorical_crossentropy") : arguments.loss},
                      {"from_logits", arguments.from_logits}};

@@ -11,7 +11,7 @@
 namespace nimbus::cli {
 
 struct ModelSourceArguments {
-  std::string source, checkpoint = "last", config_path, images, labels, split = "validation", loss;
+  std::string source, checkpoint = "last", config_path, images, labels, split = "validation", loss, device;
   std::vector<std::string> overrides, metrics;
   double scale = 1.0 / 255;
   bool from_logits = false;

@@ -31,6 +31,7 @@ Command add_predict_command(CLI::App& app) {
     }
     train::refuse_output_onto_a_run_file(*output, "--output");
     train::TrainedModel trained = load_model_source(*arguments);
+    std::cout << "device: " << trained.device.to_string() << "\n";
     const nlohmann::json split = data_split(*arguments, trained, /*with_labels=*/false);
     const Tensor x = train::load_idx_images(split, trained.trainer.model());
     // A batch that does not fit the device runs in micro-batches that do (said on stdout).

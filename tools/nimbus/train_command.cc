@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "dry_run_report.h"
 #include "flag_checks.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/distribute/multi_worker.h"
 #include "nimbus/monitor/run_monitor.h"
 #include "nimbus/nimbus.h"
@@ -22,7 +23,7 @@ namespace nimbus::cli {
 Command add_train_command(CLI::App& app, const int& threads) {
   CLI::App* train = app.add_subcommand("train", "train a model as a YAML config says (docs/training.md)");
   struct Arguments {
-    std::string config_path, summary_path, run_dir, resume_dir, worker_dir, assume_devices;
+    std::string config_path, summary_path, run_dir, resume_dir, worker_dir, assume_devices, device;
     bool dry_run = false;
     std::vector<std::string> overrides;
     bool overwrite = false;
@@ -31,6 +32,8 @@ Command add_train_command(CLI::App& app, const int& threads) {
   train->add_option("config", arguments->config_path, "the YAML config (with --resume: default RUN_DIR/config.json)");
   train->add_option("--set", arguments->overrides,
                     "key.path=value: set a config key (repeatable), e.g. --set fit.epochs=3");
+  train->add_option("--device", arguments->device, "where to train, over runtime.device: auto, cpu, cuda or cuda:N")
+      ->check(device_name());
   train->add_option("--summary", arguments->summary_path, "also write the run's summary (JSON) to this file");
   train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)");
   train->add_option("--resume", arguments->resume_dir,
@@ -60,6 +63,12 @@ Command add_train_command(CLI::App& app, const int& threads) {
   return [arguments, monitoring, &threads] {
     // --threads on the command line wins over runtime.threads in the file.
     if (threads > 0) arguments->overrides.push_back("runtime.threads=" + std::to_string(threads));
+    // --device wins over runtime.device; a device this machine or build lacks is refused naming the flag
+    // (a dry run on --assume-devices checks it against those instead).
+    if (!arguments->device.empty()) {
+      if (arguments->assume_devices.empty()) choose_device(arguments->device, "--device", probe_gpus());
+      arguments->overrides.push_back("runtime.device=" + arguments->device);
+    }
     train::RunOptions options{.run_dir = arguments->run_dir,
                               .start = arguments->overwrite ? train::RunStart::kOverwrite : train::RunStart::kNew,
                               .monitoring = monitoring.get()};

@@ -26,6 +26,8 @@ class Backend {
   virtual std::string unavailable_reason() const { return {}; }
   // One line about device `index` ("cpu:0: 2 threads, oneDNN 2.6.3").
   virtual std::string describe(int index) const = 0;
+  // The hardware's name ("NVIDIA H200", the CPU's model name), as summary.json's device_names lists it.
+  virtual std::string device_name(int index) const = 0;
   virtual Allocator& allocator(int index) = 0;
   virtual Stream& default_stream(int index) = 0;
   // Copies `bytes` between two devices (either may be the host CPU), ordered on `stream`.
@@ -37,6 +39,8 @@ void register_backend(std::unique_ptr<Backend> backend);
 // Throws Unavailable when no backend of `type` exists or it has no devices.
 Backend& backend(DeviceType type);
 bool has_backend(DeviceType type);
+// The backend registered for `type`, with devices or none; nullptr when this build has none.
+Backend* find_backend(DeviceType type);
 
 // Shorthands that check `device.index`.
 Allocator& allocator_for(Device device);

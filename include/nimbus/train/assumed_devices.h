@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/memory.h"
 
 namespace nimbus::train {
@@ -30,6 +31,8 @@ struct AssumedDevices {
   // What the allocator could hand out on one device under `options` (the config's runtime.memory
   // with the environment's overrides): the memory, a preallocated fraction of it, or the limit.
   uint64_t capacity(const MemoryOptions& options) const;
+  // The machine as runtime.device's choice sees it: a CUDA build with these GPUs (auto takes cuda:0).
+  GpuProbe probe() const { return {.cuda_backend = true, .gpu_count = count}; }
 };
 
 }  // namespace nimbus::train

@@ -59,14 +59,16 @@ struct RunOptions {
   const AssumedDevices* assume_devices = nullptr;
 };
 
-// Trains as the config says, printing Keras's progress to `out`, writing the run directory
+// Trains as the config says, printing the training device and why it was chosen first
+// ("device: cpu:0 (auto: this build has no CUDA backend)") and Keras's progress to `out`, writing the run directory
 // (config.json, metrics.jsonl, checkpoints/, tensorboard/, summary.json). Everything that can refuse
 // the start (the memory check, --resume's checkpoint, a taken metrics port) is checked before the
 // directory is claimed (RunClaim) or any file in it written. SIGTERM or SIGINT
 // checkpoints after the current step and returns early (preemption.h). Returns the summary
 // (RunDirectory::finish): samples_per_sec (after the first 20 steps), samples_total, steps,
-// wall_seconds, run_dir (the directory, e.g. the default one chosen), peak_memory_bytes (the training device's),
-// peak_host_memory_bytes (the data set and pipeline buffers), peak_rss_bytes, final (the last epoch's validation
+// wall_seconds, run_dir (the directory, e.g. the default one chosen), device, device_count, device_names,
+// device_reason (why that device), peak_memory_bytes (the training device's), peak_host_memory_bytes (the
+// data set and pipeline buffers), host_peak_rss_bytes, final (the last epoch's validation
 // metrics, e.g. val_accuracy), epochs (one object of metrics per epoch, by Keras name, with
 // elapsed_seconds), interrupted, micro_batch, gradient_accumulation and memory (the pre-run
 // check), input_wait_seconds_total and step_span_seconds (the step profiler's totals per span).

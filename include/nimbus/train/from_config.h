@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "nimbus/data/dataset.h"
+#include "nimbus/device/device_choice.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/train/assumed_devices.h"
@@ -20,13 +21,18 @@
 
 namespace nimbus::train {
 
-// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks runtime.device; and
-// runtime.memory as configure_memory_from_config. `assumed`: a dry run's hardware (assumed_devices.h),
-// which runtime.device and runtime.precision are checked against instead of this machine's.
-void configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed = nullptr);
+// runtime.threads, seed, graph, jit, ... as the process's runtime options; checks the training device
+// and brings it up; and runtime.memory as configure_memory_from_config. Returns the training device.
+// `assumed`: a dry run's hardware (assumed_devices.h), which runtime.device (auto takes it) and
+// runtime.precision are checked against instead of this machine's; nothing is brought up then.
+DeviceChoice configure_runtime_from_config(const nlohmann::json& config, const AssumedDevices* assumed = nullptr);
+// runtime.device as the device the model trains on, chosen as choose_device (device_choice.h) says:
+// auto takes a GPU when `probe` has one, else the CPU; but with a runtime.strategy that replicates over
+// several devices (mirrored, multi_worker_mirrored) auto keeps the CPU, where those run for now.
+DeviceChoice training_device_from_config(const nlohmann::json& config, const GpuProbe& probe = probe_gpus());
 // runtime.memory (mode, fraction, limit), NIMBUS_MEMORY_MODE / NIMBUS_MEMORY_LIMIT applied over it.
 MemoryOptions memory_options_from_config(const nlohmann::json& config);
-// Applies those options to runtime.device, where the model trains.
+// Applies those options to the training device, where the model trains.
 void configure_memory_from_config(const nlohmann::json& config);
 // Whether a dry run traces in place of an assumed GPU: assumed devices given, runtime.device not the CPU.
 bool trains_on_assumed_device(const nlohmann::json& config, const AssumedDevices* assumed);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "nimbus/device/device_choice.h"
 #include "nimbus/train/config.h"
 #include "nimbus/train/memory_check.h"
 
@@ -30,6 +31,7 @@ enum class DataReading {
 
 // What the checks made, for the run to go on with.
 struct CheckedRun {
+  DeviceChoice device;  // where the model trains, and why there
   std::unique_ptr<Trainer> trainer;
   TrainingData train_data;
   std::optional<std::pair<Tensor, Tensor>> validation_data;  // loaded with kContents only

@@ -3,7 +3,7 @@
 //
 //   runs/2026-11-30T15-40-02/
 //     config.json     the config as run, every default filled in
-//     summary.json    samples_per_sec, samples_total, steps, wall_seconds, peak_memory_bytes, ...
+//     summary.json    samples_per_sec, samples_total, steps, wall_seconds, device, peak_memory_bytes, ...
 //     metrics.jsonl   one JSON object per step and per epoch (MetricsLogger)
 //     checkpoints/    ckpt-<global step>.safetensors (checkpoint.h), best.safetensors
 //     tensorboard/    train/ and validation/ event files (tensorboard.h)
@@ -101,9 +101,11 @@ class RunDirectory {
   MetricsLogger& metrics() { return *metrics_; }
   // Writes summary.json after fit and returns it: samples_per_sec (of this process's fit),
   // samples_total, steps, wall_seconds (training time of the whole run, resumed parts added up),
-  // peak_memory_bytes (the peak bytes in use of the trainer's device's allocator: the model's
-  // memory, which runtime.memory.limit caps), peak_host_memory_bytes (host pipeline memory's peak:
-  // the data set in memory, pipeline buffers; device/host_memory.h), peak_rss_bytes, final (the last
+  // device (the trainer's, e.g. cuda:0), device_count and device_names (the devices its replicas ran
+  // on in this process, by hardware name), peak_memory_bytes (the peak bytes in use of the trainer's
+  // device's allocator: the model's memory, which runtime.memory.limit caps), peak_host_memory_bytes
+  // (host pipeline memory's peak: the data set in memory, pipeline buffers; device/host_memory.h),
+  // host_peak_rss_bytes (the process's peak resident memory, VmHWM), final (the last
   // epoch's val_* logs), epochs (metrics.jsonl's epoch lines) and interrupted (a signal stopped it),
   // plus the top-level fields of `extra` (what the caller decided: micro_batch, memory, ...).
   nlohmann::json finish(const History& history, const Trainer& trainer, const nlohmann::json& extra = {});

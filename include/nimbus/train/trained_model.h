@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "nimbus/device/device_choice.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::train {
@@ -22,6 +23,9 @@ struct TrainedModelOptions {
   // A config whose compile (and data) sections apply; a run directory's config.json by default.
   std::string config_path{};
   std::vector<std::string> overrides{};
+  // The device to run on (--device: auto, cpu, cuda, cuda:N), over the config's runtime.device; empty:
+  // the config's, or auto for a saved model given without a config.
+  std::string device{};
   // A saved model without a config is compiled with this loss (a name, or {name, from_logits, ...})
   // and these metrics.
   nlohmann::json loss = "sparse_categorical_crossentropy";
@@ -34,6 +38,8 @@ struct TrainedModel {
   nlohmann::json config;
   // The file the weights came from.
   std::string weights_path;
+  // Where the model runs, and why ("cpu:0 (auto: this build has no CUDA backend)").
+  DeviceChoice device;
 };
 
 // NotFound when `source` does not exist; DataError when no intact checkpoint or model loads

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #ifndef NIMBUS_WITHOUT_ONEDNN  // a GPU-only build (cmake/NimbusGpuOnly.cmake) runs the reference kernels
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
@@ -25,6 +27,18 @@ BfcAllocator& cpu_allocator() {
   static BfcAllocator* const allocator =
       new BfcAllocator(Device::cpu().to_string(), make_host_sub_allocator(), apply_memory_environment({}));
   return *allocator;
+}
+
+// The processor's model name as /proc/cpuinfo gives it ("AMD EPYC 7B13"), or "CPU" where it gives none.
+std::string processor_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (!line.starts_with("model name")) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 < line.size()) return line.substr(colon + 2);
+  }
+  return "CPU";
 }
 
 // Work on the CPU runs when it is enqueued, so every event has already happened.
@@ -58,6 +72,11 @@ class CpuBackend final : public Backend {
                        logical_cpu_device_threads(index), hardware_cores(), version->major, version->minor,
                        version->patch, dnnl_cpu_isa_name(dnnl::get_effective_cpu_isa()));
 #endif
+  }
+
+  std::string device_name(int) const override {
+    static const std::string name = processor_name();
+    return name;
   }
 
   Allocator& allocator(int) override { return cpu_allocator(); }

@@ -8,10 +8,11 @@
 // stream's frees before its first write (bfc_allocator.h).
 //
 // With no driver or no GPU the backend registers anyway with no devices, and
-// unavailable_reason() says which, so `backend(DeviceType::kCUDA)` throws
-// Unavailable naming what is missing instead of the process failing to start.
+// unavailable_reason() says which (no driver library, the driver's error, no GPU), so `backend(DeviceType::kCUDA)`
+// throws Unavailable naming what is missing instead of the process failing to start.
 #include "src/device/cuda/cuda_backend.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <memory>
@@ -40,6 +41,20 @@ struct DeviceState {
   CudaStream copy;
 };
 
+// Why cudaGetDeviceCount failed: no driver at all (libcuda.so.1, which the runtime loads, is not
+// there), or the driver's own error.
+std::string why_no_device_count(cudaError_t status) {
+  const std::string call =
+      fmt::format("cudaGetDeviceCount returned {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+    const std::string hint = cuda_error_hint(status);
+    return fmt::format("the NVIDIA driver failed: {}{}", call, hint.empty() ? "" : "; " + hint);
+  }
+  const char* missing = dlerror();
+  return fmt::format("no NVIDIA driver: {} ({})", missing ? missing : "libcuda.so.1 cannot be loaded", call);
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -47,8 +62,7 @@ class CudaBackend final : public Backend {
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      reason_ = fmt::format("cudaGetDeviceCount returned {} ({}); {}", cudaGetErrorName(status),
-                            cudaGetErrorString(status), cuda_error_hint(status));
+      reason_ = why_no_device_count(status);
       count = 0;
     } else if (count == 0) {
       reason_ = "the NVIDIA driver reports no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
@@ -74,6 +88,12 @@ class CudaBackend final : public Backend {
         "driver {}.{}",
         index, prop.name, prop.major, prop.minor, prop.multiProcessorCount, free / double(1 << 30),
         total / double(1 << 30), runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
+  }
+
+  std::string device_name(int index) const override {
+    cudaDeviceProp prop{};
+    NIMBUS_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    return prop.name;
   }
 
   Allocator& allocator(int index) override { return state(index).allocator; }
