@@ -16,6 +16,10 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_models(py::module_& m);
+void bind_optimizers(py::module_& m);
+void bind_losses_metrics(py::module_& m);
+void bind_callbacks(py::module_& m);
+void bind_training(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.
@@ -27,6 +31,10 @@ py::dtype numpy_dtype_of(DType dtype);
 // convert_to_tensor). A C-contiguous NumPy array of a supported dtype is wrapped, not copied, when no
 // other dtype is asked for; Python floats become float32 and ints int32, as in TensorFlow.
 Tensor to_tensor(const py::handle& value, const py::handle& dtype = py::none());
+
+// A Python object that C++ may copy, keep and drop without holding the GIL (a callable that fit,
+// which runs without it, calls): the last owner takes the GIL to drop it.
+std::shared_ptr<py::object> held_with_gil(py::object object);
 
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);

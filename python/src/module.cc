@@ -7,4 +7,8 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_errors(m);
   nimbus::python::bind_tensor(m);
   nimbus::python::bind_models(m);
+  nimbus::python::bind_optimizers(m);
+  nimbus::python::bind_losses_metrics(m);
+  nimbus::python::bind_callbacks(m);
+  nimbus::python::bind_training(m);
 }
