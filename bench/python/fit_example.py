@@ -3,7 +3,7 @@ bench/python/fit_vs_cli.sh. Prints the trainer's own throughput (History.samples
 the training steps after the first 20, validation left out), the figure `nimbus train` writes to
 summary.json as samples_per_sec.
 
-    PYTHONPATH=build/release/python /usr/bin/python3 bench/python/fit_example.py examples/fashion_mnist_mlp.yaml 1
+    PYTHONPATH=build/release/python /usr/bin/python3 bench/python/fit_example.py CONFIG EPOCHS [STEPS_PER_EPOCH]
 """
 import gzip
 import json
@@ -22,7 +22,7 @@ def idx(path, offset):
         return np.frombuffer(file.read(), np.uint8, offset=offset)
 
 
-def main(config_path, epochs):
+def main(config_path, epochs, steps_per_epoch):
     config = yaml.safe_load(open(config_path))
     model_config, compile_config, runtime = config["model"], config["compile"], config["runtime"]
     # The CLI's idx source: images / 255 as float32 in the model's input shape, labels as class ids.
@@ -40,9 +40,11 @@ def main(config_path, epochs):
     model.compile(optimizer=keras.optimizers.Adam(learning_rate=optimizer["learning_rate"]),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=loss["from_logits"]),
                   metrics=compile_config["metrics"], jit_compile=runtime["jit"], run_eagerly=not runtime["graph"])
-    history = model.fit(x, y, batch_size=config["fit"]["batch_size"], epochs=epochs, verbose=0)
+    history = model.fit(x, y, batch_size=config["fit"]["batch_size"], epochs=epochs,
+                        steps_per_epoch=steps_per_epoch, verbose=0)
     print(json.dumps({"samples_per_sec": history.samples_per_sec, "loss": history.history["loss"][-1]}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    steps = sys.argv[3] if len(sys.argv) > 3 else "null"
+    main(sys.argv[1], int(sys.argv[2]), None if steps == "null" else int(steps))
