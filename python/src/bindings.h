@@ -20,6 +20,12 @@ void bind_optimizers(py::module_& m);
 void bind_losses_metrics(py::module_& m);
 void bind_callbacks(py::module_& m);
 void bind_training(py::module_& m);
+void bind_operators(py::module_& m);
+void bind_ops(py::module_& m);
+void bind_dlpack(py::module_& m);
+void bind_autodiff(py::module_& m);
+void bind_function(py::module_& m);
+void bind_config(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.
@@ -35,6 +41,19 @@ Tensor to_tensor(const py::handle& value, const py::handle& dtype = py::none());
 // A Python object that C++ may copy, keep and drop without holding the GIL (a callable that fit,
 // which runs without it, calls): the last owner takes the GIL to drop it.
 std::shared_ptr<py::object> held_with_gil(py::object object);
+// Whether a binary op takes `value` as an operand: a Tensor, a Variable, a Python number, a list or
+// tuple, a NumPy array or NumPy scalar.
+bool is_tensor_value(const py::handle& value);
+// An operand of a binary op whose other operand is `like`: a Tensor or Variable as it is, anything
+// else converted to `like`'s dtype (TensorFlow converts `x + 1` so).
+Tensor operand_like(const py::handle& value, const Tensor& like);
+
+// TensorFlow's `/` (tf.math.truediv): integers divide in floating point, int32 and int64 as float64,
+// smaller ones as float32.
+Tensor true_divide(const Tensor& a, const Tensor& b);
+// Whether `value` is a nimbus.Tensor or a nimbus.Variable (or a subclass).
+bool is_tensor(const py::handle& value);
+bool is_variable(const py::handle& value);
 
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);

@@ -6,7 +6,13 @@ PYBIND11_MODULE(_nimbus, m) {
   m.doc() = "The Nimbus engine's Python bindings; import nimbus, not this module.";
   nimbus::python::bind_errors(m);
   nimbus::python::bind_tensor(m);
+  nimbus::python::bind_operators(m);
+  nimbus::python::bind_ops(m);
+  nimbus::python::bind_dlpack(m);
   nimbus::python::bind_models(m);
+  nimbus::python::bind_autodiff(m);
+  nimbus::python::bind_function(m);
+  nimbus::python::bind_config(m);
   nimbus::python::bind_optimizers(m);
   nimbus::python::bind_losses_metrics(m);
   nimbus::python::bind_callbacks(m);

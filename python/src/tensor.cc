@@ -3,11 +3,14 @@
 // allows it (docs/python.md lists when a conversion copies).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
 
 #include "bindings.h"
 #include "nimbus/autodiff/variable.h"
 #include "nimbus/base/error.h"
+#include "nimbus/ops/creation.h"
+#include "nimbus/ops/shape_ops.h"
 #include "nimbus/tensor/storage.h"
 
 namespace nimbus::python {
@@ -61,18 +64,52 @@ Tensor wrap_array(const py::array& array, DType dtype) {
 }
 
 // Python numbers and nested lists, in the dtype asked for, or typed as TensorFlow types them: floats
-// float32, ints int32.
+// float32, ints int32. A float with a fraction is refused for an integer dtype, as TensorFlow does.
 py::array array_of_python_value(const py::handle& value, std::optional<DType> requested) {
-  py::array array = requested
-                        ? py::array(py::module_::import("numpy").attr("asarray")(value, numpy_dtype_of(*requested)))
-                        : py::array::ensure(value);
+  const py::array array = py::array::ensure(value);
   if (!array)
     throw InvalidArgument(fmt::format("cannot convert a {} to a tensor", py::str(value.get_type()).cast<std::string>()),
                           "pass a NumPy array, a number, a nested list of numbers or a nimbus.Tensor");
-  if (requested) return array;
+  const py::module_ numpy = py::module_::import("numpy");
+  if (requested) {
+    if (!is_floating(*requested) && array.dtype().kind() == 'f' &&
+        !numpy.attr("all")(numpy.attr("equal")(numpy.attr("mod")(array, 1), 0)).cast<bool>()) {
+      throw InvalidArgument(fmt::format("cannot convert {} to {}: it has a fraction",
+                                        py::repr(value).cast<std::string>().substr(0, 80), python_name(*requested)),
+                            "round it first, or use a floating dtype");
+    }
+    return numpy.attr("asarray")(array, numpy_dtype_of(*requested));
+  }
   if (array.dtype().kind() == 'f') return array.attr("astype")("float32");
   if (array.dtype().kind() == 'i') return array.attr("astype")("int32");
   return array;
+}
+
+// The Python types of Tensor and Variable, looked up once: the operand checks of every op call are
+// then a pointer comparison.
+PyTypeObject* python_type_of_tensor() {
+  static auto* type = reinterpret_cast<PyTypeObject*>(py::type::of<Tensor>().ptr());
+  return type;
+}
+PyTypeObject* python_type_of_variable() {
+  static auto* type = reinterpret_cast<PyTypeObject*>(py::type::of<Variable>().ptr());
+  return type;
+}
+// numpy.generic, the base of NumPy's scalar types (kept for the process's life, as the module is).
+PyObject* numpy_scalar_type() {
+  static PyObject* type = py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  return type;
+}
+
+// A Python number as a rank-0 tensor of `dtype` on `device`.
+Tensor scalar_of_python_number(const py::handle& value, DType dtype, Device device) {
+  const double number = PyFloat_Check(value.ptr()) ? PyFloat_AS_DOUBLE(value.ptr()) : PyLong_AsDouble(value.ptr());
+  if (number == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+  if (!is_floating(dtype) && PyFloat_Check(value.ptr()) && number != std::trunc(number)) {
+    throw InvalidArgument(fmt::format("cannot convert {} to {}: it has a fraction", number, python_name(dtype)),
+                          "round it first, or cast the tensor to a floating dtype with nimbus.cast");
+  }
+  return full(Shape{}, number, dtype, device);
 }
 
 Tensor tensor_of_array(py::array array, std::optional<DType> requested) {
@@ -145,20 +182,37 @@ py::dtype numpy_dtype_of(DType dtype) {
 }
 
 Tensor to_tensor(const py::handle& value, const py::handle& dtype) {
-  const std::optional<DType> requested =
-      dtype.is_none() ? std::nullopt : std::optional<DType>(dtype_from_python(dtype));
-  if (py::isinstance<Tensor>(value)) {
-    const auto tensor = value.cast<Tensor>();
-    if (requested && *requested != tensor.dtype()) {
+  if (is_tensor(value) || is_variable(value)) {
+    const Tensor& tensor = is_tensor(value) ? value.cast<const Tensor&>() : value.cast<const Variable&>().value();
+    if (!dtype.is_none() && dtype_from_python(dtype) != tensor.dtype()) {
       throw InvalidArgument(fmt::format("a {} tensor was given where {} was asked for", python_name(tensor.dtype()),
-                                        python_name(*requested)),
+                                        python_name(dtype_from_python(dtype))),
                             "convert it with nimbus.cast(tensor, dtype)");
     }
     return tensor;
   }
-  if (py::isinstance<Variable>(value)) return to_tensor(py::cast(value.cast<Variable>().value()), dtype);
+  const std::optional<DType> requested =
+      dtype.is_none() ? std::nullopt : std::optional<DType>(dtype_from_python(dtype));
   if (py::isinstance<py::array>(value)) return tensor_of_array(py::reinterpret_borrow<py::array>(value), requested);
   return tensor_of_array(array_of_python_value(value, requested), requested);
+}
+
+bool is_tensor(const py::handle& value) { return PyObject_TypeCheck(value.ptr(), python_type_of_tensor()); }
+bool is_variable(const py::handle& value) { return PyObject_TypeCheck(value.ptr(), python_type_of_variable()); }
+
+bool is_tensor_value(const py::handle& value) {
+  return is_tensor(value) || is_variable(value) || PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr()) ||
+         PyList_Check(value.ptr()) || PyTuple_Check(value.ptr()) || py::isinstance<py::array>(value) ||
+         PyObject_IsInstance(value.ptr(), numpy_scalar_type()) == 1;
+}
+
+Tensor operand_like(const py::handle& value, const Tensor& like) {
+  if (is_tensor(value)) return value.cast<const Tensor&>();
+  if (is_variable(value)) return value.cast<const Variable&>().value();
+  if (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) {
+    return scalar_of_python_number(value, like.dtype(), like.device());
+  }
+  return to_tensor(value, py::cast(like.dtype()));
 }
 
 py::array tensor_to_numpy(const Tensor& tensor) {
@@ -241,8 +295,21 @@ void bind_tensor(py::module_& m) {
       });
 
   m.def(
-      "constant", [](const py::object& value, const py::object& dtype) { return to_tensor(value, dtype); },
-      py::arg("value"), py::arg("dtype") = py::none());
+      "constant",
+      [](const py::object& value, const py::object& dtype, const py::object& shape, const py::object&) {
+        const Tensor tensor = to_tensor(value, dtype);
+        if (shape.is_none()) return tensor;
+        // TensorFlow's constant(value, shape=...): one value fills the shape, more are reshaped to it.
+        const Shape target(shape.cast<std::vector<int64_t>>());
+        if (tensor.numel() == 1 && target.numel() != 1) return broadcast_to(reshape(tensor, Shape{}), target);
+        if (tensor.numel() != target.numel()) {
+          throw InvalidArgument(
+              fmt::format("constant: {} values do not fill shape {}", tensor.numel(), target.to_string()),
+              "give one value, or as many as the shape holds");
+        }
+        return reshape(tensor, target);
+      },
+      py::arg("value"), py::arg("dtype") = py::none(), py::arg("shape") = py::none(), py::arg("name") = py::none());
 }
 
 }  // namespace nimbus::python

@@ -33,11 +33,15 @@ GradientTape::~GradientTape() {
 
 void GradientTape::watch(const Tensor& tensor) { tracked_.insert(tensor.id()); }
 
-void GradientTape::watch(const Variable& variable) { tracked_.insert(variable.value().id()); }
+void GradientTape::watch(const Variable& variable) { watch_variable(variable, variable.value()); }
 
-void GradientTape::notify_variable_read(const Tensor& value) {
+void GradientTape::watch_variable(const Variable& variable, const Tensor& value) {
+  if (tracked_.insert(value.id()).second) watched_variables_.push_back(variable);
+}
+
+void GradientTape::notify_variable_read(const Variable& variable, const Tensor& value) {
   for (GradientTape* tape : active_tapes()) {
-    if (tape->watch_accessed_variables_ && tape->recording_) tape->tracked_.insert(value.id());
+    if (tape->watch_accessed_variables_ && tape->recording_) tape->watch_variable(variable, value);
   }
 }
 
@@ -56,16 +60,32 @@ void GradientTape::on_op(const OpSchema& op, const Attrs& attrs, std::span<const
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const Tensor& output_gradient, UnconnectedGradients unconnected) {
+  return gradient(std::vector<Tensor>{target}, sources, std::vector<Tensor>{output_gradient}, unconnected);
+}
+
+std::vector<Tensor> GradientTape::gradient(const std::vector<Tensor>& targets, const std::vector<Tensor>& sources,
+                                           const std::vector<Tensor>& output_gradients,
+                                           UnconnectedGradients unconnected) {
   if (used_ && !persistent_) {
     throw InvalidArgument("gradient() called twice on a non-persistent GradientTape",
                           "construct the tape with GradientTape(/*persistent=*/true) to take several gradients");
   }
-  if (!target.defined()) throw InvalidArgument("gradient(): the target is an undefined tensor");
-  if (output_gradient.defined() &&
-      (output_gradient.shape() != target.shape() || output_gradient.dtype() != target.dtype())) {
-    throw InvalidArgument(fmt::format("gradient(): output_gradient is {} {}, the target is {} {}",
-                                      dtype_name(output_gradient.dtype()), output_gradient.shape().to_string(),
-                                      dtype_name(target.dtype()), target.shape().to_string()));
+  if (targets.empty()) throw InvalidArgument("gradient(): no target");
+  if (!output_gradients.empty() && output_gradients.size() != targets.size()) {
+    throw InvalidArgument(
+        fmt::format("gradient(): {} output gradients for {} targets", output_gradients.size(), targets.size()),
+        "give one output gradient per target, or none");
+  }
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const Tensor& target = targets[t];
+    if (!target.defined()) throw InvalidArgument(fmt::format("gradient(): target {} is an undefined tensor", t));
+    const Tensor& output_gradient = output_gradients.empty() ? Tensor() : output_gradients[t];
+    if (output_gradient.defined() &&
+        (output_gradient.shape() != target.shape() || output_gradient.dtype() != target.dtype())) {
+      throw InvalidArgument(fmt::format("gradient(): output_gradient {} is {} {}, its target is {} {}", t,
+                                        dtype_name(output_gradient.dtype()), output_gradient.shape().to_string(),
+                                        dtype_name(target.dtype()), target.shape().to_string()));
+    }
   }
   // Only a call that passed the checks uses up a non-persistent tape.
   used_ = true;
@@ -111,7 +131,12 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   }
 
   std::unordered_map<uint64_t, Tensor> grads;
-  grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const bool seeded = !output_gradients.empty() && output_gradients[t].defined();
+    const Tensor seed = seeded ? output_gradients[t] : ones_like(targets[t]);
+    auto [slot, inserted] = grads.try_emplace(targets[t].id(), seed);
+    if (!inserted) slot->second = add(slot->second, seed);
+  }
 
   // One entry's gradient rule: its outputs' gradients into its inputs'.
   auto run_rule = [&](const Entry& entry) {

@@ -72,7 +72,7 @@ const Variable::State& Variable::state() const {
 
 const Tensor& Variable::value() const {
   const State& s = state();
-  if (s.trainable) GradientTape::notify_variable_read(s.value);
+  if (s.trainable) GradientTape::notify_variable_read(*this, s.value);
   return s.value;
 }
 

@@ -210,6 +210,34 @@ TEST(GradientTape, OutputGradientMustMatchTheTarget) {
   EXPECT_THROW(tape.gradient(Tensor(), {x}), InvalidArgument) << "undefined target";
 }
 
+TEST(GradientTape, SeveralTargetsGiveTheGradientOfTheirSum) {
+  const Tensor x = f64({1, 2, 3}, {3});
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor square = x * x;        // d/dx = 2x
+  const Tensor total = sum(x * 3.0);  // d/dx = 3
+  EXPECT_THAT(values(tape.gradient(std::vector<Tensor>{square, total}, {x})[0]), ElementsAre(5, 7, 9));
+  // A seed per target, undefined ones meaning ones; the same target twice counts twice.
+  const auto seeded = tape.gradient(std::vector<Tensor>{square, total}, {x}, {f64({1, 0, -1}, {3}), Tensor()});
+  EXPECT_THAT(values(seeded[0]), ElementsAre(5, 3, -3));
+  EXPECT_THAT(values(tape.gradient(std::vector<Tensor>{total, total}, {x})[0]), ElementsAre(6, 6, 6));
+  EXPECT_THROW(tape.gradient(std::vector<Tensor>{square, total}, {x}, {Tensor()}), InvalidArgument)
+      << "one seed for two targets";
+}
+
+TEST(GradientTape, WatchedVariablesInTheOrderTheyWereWatched) {
+  Variable a(f64({1}, {1}), "a");
+  Variable b(f64({2}, {1}), "b");
+  Variable frozen(f64({3}, {1}), "frozen", /*trainable=*/false);
+  GradientTape tape;
+  tape.watch(frozen);
+  const Tensor y = b.value() * a.value() + b.value() * frozen.value();
+  ASSERT_EQ(tape.watched_variables().size(), 3u);
+  EXPECT_TRUE(tape.watched_variables()[0].same_as(frozen));
+  EXPECT_TRUE(tape.watched_variables()[1].same_as(b));
+  EXPECT_TRUE(tape.watched_variables()[2].same_as(a));
+}
+
 TEST(GradientTape, RejectedCallDoesNotUseUpANonPersistentTape) {
   const Tensor x = f64({1, 2, 3}, {3});
   GradientTape tape;

@@ -47,6 +47,11 @@ class GradientTape final : public OpObserver {
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                const Tensor& output_gradient = {},
                                UnconnectedGradients unconnected = UnconnectedGradients::kNone);
+  // The gradient of the sum of several targets (TensorFlow's list of targets): each target's gradient is
+  // seeded with its output gradient (ones where that is undefined or `output_gradients` is empty).
+  std::vector<Tensor> gradient(const std::vector<Tensor>& targets, const std::vector<Tensor>& sources,
+                               const std::vector<Tensor>& output_gradients = {},
+                               UnconnectedGradients unconnected = UnconnectedGradients::kNone);
 
   // Called during the next gradient() with (source index, gradient) as soon as that source's gradient is
   // final, i.e. once the backward sweep has passed the source's earliest use; sources get it in the order the
@@ -60,15 +65,19 @@ class GradientTape final : public OpObserver {
 
   // How many op calls the tape holds (for tests and memory reports).
   size_t num_recorded() const { return entries_.size(); }
+  // The variables the tape watches, in the order it began to (watch() or a read while recording).
+  const std::vector<Variable>& watched_variables() const { return watched_variables_; }
 
   void on_op(const OpSchema& op, const Attrs& attrs, std::span<const Tensor> inputs,
              std::span<const Tensor> outputs) override;
 
-  // Called by Variable::value() with the variable's tensor: tapes on this
-  // thread that watch accessed variables watch it.
-  static void notify_variable_read(const Tensor& value);
+  // Called by Variable::value() of a trainable variable with its tensor:
+  // tapes on this thread that watch accessed variables watch it.
+  static void notify_variable_read(const Variable& variable, const Tensor& value);
 
  private:
+  void watch_variable(const Variable& variable, const Tensor& value);
+
   struct Entry {
     const OpSchema* op;
     Attrs attrs;
@@ -82,6 +91,7 @@ class GradientTape final : public OpObserver {
   bool used_ = false;
   std::unordered_set<uint64_t> tracked_;
   std::vector<Entry> entries_;
+  std::vector<Variable> watched_variables_;
   GradientReady on_gradient_ready_;
 };
 
