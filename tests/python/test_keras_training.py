@@ -416,3 +416,15 @@ def test_metrics_update_result_reset():
     exact = keras.metrics.Accuracy()
     exact.update_state(np.array([1, 2, 3, 4], np.float32), np.array([1, 2, 0, 4], np.float32))
     assert exact.result().numpy() == pytest.approx(0.75)
+
+
+def test_minimize_with_a_callable_loss_and_with_a_tape():
+    variable = tf.Variable(np.array([3.0], np.float32))
+    optimizer = keras.optimizers.SGD(learning_rate=0.1)
+    optimizer.minimize(lambda: tf.reduce_sum(variable * variable), [variable])
+    np.testing.assert_allclose(variable.numpy(), [3.0 - 0.1 * 6.0], rtol=1e-6)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(variable * variable)
+    optimizer.minimize(loss, [variable], tape=tape)
+    np.testing.assert_allclose(variable.numpy(), [2.4 - 0.1 * 4.8], rtol=1e-6)
+    assert int(optimizer.iterations.numpy()) == 2

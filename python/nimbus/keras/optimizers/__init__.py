@@ -92,9 +92,7 @@ class Optimizer:
 
     def compute_gradients(self, loss, var_list, tape=None):
         """``[(gradient, variable)]`` of ``loss`` (a tensor recorded on ``tape``, or a callable) w.r.t. ``var_list``."""
-        import nimbus  # pylint: disable=import-outside-toplevel  (GradientTape is defined after keras)
-        if not hasattr(nimbus, "GradientTape"):
-            raise errors.UnimplementedError("optimizer.minimize needs nimbus.GradientTape, which this build lacks")
+        import nimbus  # pylint: disable=import-outside-toplevel  (nimbus imports keras before GradientTape)
         if callable(loss):
             with nimbus.GradientTape() as tape:
                 loss = loss()
