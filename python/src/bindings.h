@@ -16,6 +16,10 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_models(py::module_& m);
+void bind_optimizers(py::module_& m);
+void bind_losses_metrics(py::module_& m);
+void bind_callbacks(py::module_& m);
+void bind_training(py::module_& m);
 void bind_operators(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_dlpack(py::module_& m);
@@ -34,6 +38,9 @@ py::dtype numpy_dtype_of(DType dtype);
 // other dtype is asked for; Python floats become float32 and ints int32, as in TensorFlow.
 Tensor to_tensor(const py::handle& value, const py::handle& dtype = py::none());
 
+// A Python object that C++ may copy, keep and drop without holding the GIL (a callable that fit,
+// which runs without it, calls): the last owner takes the GIL to drop it.
+std::shared_ptr<py::object> held_with_gil(py::object object);
 // Whether a binary op takes `value` as an operand: a Tensor, a Variable, a Python number, a list or
 // tuple, a NumPy array or NumPy scalar.
 bool is_tensor_value(const py::handle& value);

@@ -13,4 +13,8 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_autodiff(m);
   nimbus::python::bind_function(m);
   nimbus::python::bind_config(m);
+  nimbus::python::bind_optimizers(m);
+  nimbus::python::bind_losses_metrics(m);
+  nimbus::python::bind_callbacks(m);
+  nimbus::python::bind_training(m);
 }

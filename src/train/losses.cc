@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "nimbus/base/error.h"
+#include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
@@ -111,15 +112,27 @@ Loss MeanAbsoluteError() {
   });
 }
 
+Loss Huber(double delta) {
+  if (!(delta > 0)) throw InvalidArgument(fmt::format("huber: delta must be > 0, got {}", delta));
+  return Loss("huber", [delta](const Tensor& y_true, const Tensor& y_pred) {
+    const Tensor error = abs(matching(y_true, y_pred, "huber") - y_pred);
+    const Tensor quadratic = minimum(error, scalar_like(error, delta));
+    // 0.5 q^2 + delta (|e| - q): the quadratic part up to delta, linear beyond.
+    const Tensor elementwise = square(quadratic) * 0.5 + (error - quadratic) * delta;
+    return y_pred.rank() <= 1 ? elementwise : mean(elementwise, {-1});
+  });
+}
+
 Loss get_loss(const std::string& name, bool from_logits) {
   if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy({.from_logits = from_logits});
   if (name == "categorical_crossentropy") return CategoricalCrossentropy({.from_logits = from_logits});
   if (name == "binary_crossentropy") return BinaryCrossentropy({.from_logits = from_logits});
   if (name == "mse" || name == "mean_squared_error") return MeanSquaredError();
   if (name == "mae" || name == "mean_absolute_error") return MeanAbsoluteError();
+  if (name == "huber" || name == "huber_loss") return Huber();
   throw InvalidArgument(fmt::format("unknown loss '{}'", name),
                         "use one of sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
-                        "mse, mae");
+                        "mse, mae, huber");
 }
 
 }  // namespace nimbus::train

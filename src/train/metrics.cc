@@ -30,6 +30,15 @@ class RatioMetric : public Metric {
   double result() const override { return totals_.empty() ? 0 : ratio(totals_[0][0], totals_[1][0]); }
 };
 
+class AccuracyMetric : public RatioMetric {
+ public:
+  using RatioMetric::RatioMetric;
+  std::vector<Tensor> batch_statistics(const Tensor& y_true, const Tensor& y_pred) const override {
+    return {count_true(equal(reshape(cast(y_true, y_pred.dtype()), y_pred.shape()), y_pred)),
+            Tensor::scalar<float>(static_cast<float>(y_pred.numel()))};
+  }
+};
+
 class SparseCategoricalAccuracyMetric : public RatioMetric {
  public:
   using RatioMetric::RatioMetric;
@@ -175,6 +184,7 @@ std::shared_ptr<Metric> Recall(double threshold, const std::string& name) {
 std::shared_ptr<Metric> AUC(int num_thresholds, const std::string& name) {
   return std::make_shared<AUCMetric>(num_thresholds, name);
 }
+std::shared_ptr<Metric> Accuracy(const std::string& name) { return std::make_shared<AccuracyMetric>(name); }
 std::shared_ptr<Metric> Mean(const std::string& name) { return std::make_shared<MeanMetric>(name); }
 
 std::shared_ptr<Metric> get_metric(const std::string& name, const std::string& loss_name) {

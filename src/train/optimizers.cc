@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -56,6 +57,32 @@ class CosineDecaySchedule : public LearningRateSchedule {
   CosineDecayOptions options_;
 };
 
+class PiecewiseConstantDecaySchedule : public LearningRateSchedule {
+ public:
+  explicit PiecewiseConstantDecaySchedule(PiecewiseConstantDecayOptions options) : options_(std::move(options)) {
+    if (options_.values.size() != options_.boundaries.size() + 1) {
+      throw InvalidArgument(fmt::format("PiecewiseConstantDecay: {} values for {} boundaries", options_.values.size(),
+                                        options_.boundaries.size()),
+                            "give one value more than boundaries: the rate before the first and after each");
+    }
+    if (!std::is_sorted(options_.boundaries.begin(), options_.boundaries.end())) {
+      throw InvalidArgument("PiecewiseConstantDecay: boundaries must be in increasing order");
+    }
+  }
+  Tensor operator()(const Tensor& step_in) const override {
+    const Tensor step = cast(step_in, DType::kF64);
+    Tensor rate = scalar_like(step, options_.values.back());
+    for (size_t i = options_.boundaries.size(); i-- > 0;) {
+      rate = where(less_equal(step, scalar_like(step, double(options_.boundaries[i]))),
+                   scalar_like(step, options_.values[i]), rate);
+    }
+    return rate;
+  }
+
+ private:
+  PiecewiseConstantDecayOptions options_;
+};
+
 // "Adam: beta_1 must be in [0, 1), got 1.5": an argument outside its range (NaN is outside every range).
 void require(bool in_range, const std::string& optimizer, const char* argument, const char* range, double value) {
   if (!in_range) {
@@ -79,6 +106,10 @@ std::shared_ptr<LearningRateSchedule> ExponentialDecay(const ExponentialDecayOpt
 
 std::shared_ptr<LearningRateSchedule> CosineDecay(const CosineDecayOptions& options) {
   return std::make_shared<CosineDecaySchedule>(options);
+}
+
+std::shared_ptr<LearningRateSchedule> PiecewiseConstantDecay(const PiecewiseConstantDecayOptions& options) {
+  return std::make_shared<PiecewiseConstantDecaySchedule>(options);
 }
 
 Tensor LearningRate::operator()(const Tensor& step) const {

@@ -49,9 +49,11 @@ Loss CategoricalCrossentropy(const CrossentropyOptions& options = {});
 Loss BinaryCrossentropy(const CrossentropyOptions& options = {});
 Loss MeanSquaredError();
 Loss MeanAbsoluteError();
+// Mean over the last axis of 0.5 e^2 where |e| <= delta, else delta (|e| - 0.5 delta); e = y - p.
+Loss Huber(double delta = 1.0);
 
 // By Keras name (sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy,
-// mse / mean_squared_error, mae / mean_absolute_error), from_logits as given.
+// mse / mean_squared_error, mae / mean_absolute_error, huber), from_logits as given.
 Loss get_loss(const std::string& name, bool from_logits = false);
 
 }  // namespace nimbus::train

@@ -49,6 +49,8 @@ class Metric {
   std::string name_;
 };
 
+// Keras's Accuracy: fraction of elements where y_pred equals y_true (compared in y_pred's dtype).
+std::shared_ptr<Metric> Accuracy(const std::string& name = "accuracy");
 // Fraction of samples whose argmax equals the class id.
 std::shared_ptr<Metric> SparseCategoricalAccuracy(const std::string& name = "sparse_categorical_accuracy");
 // Fraction whose argmax equals the one-hot target's argmax.

@@ -65,6 +65,14 @@ struct CosineDecayOptions {
 // peak * ((1 - alpha) * 0.5 * (1 + cos(pi * min(s, decay_steps) / decay_steps)) + alpha), s counted after warmup.
 std::shared_ptr<LearningRateSchedule> CosineDecay(const CosineDecayOptions& options);
 
+struct PiecewiseConstantDecayOptions {
+  std::vector<int64_t> boundaries{};  // increasing steps
+  std::vector<double> values{};       // one more than boundaries
+};
+// Keras's PiecewiseConstantDecay: values[0] up to step boundaries[0] (inclusive), values[i] up to
+// boundaries[i], and values.back() after the last boundary.
+std::shared_ptr<LearningRateSchedule> PiecewiseConstantDecay(const PiecewiseConstantDecayOptions& options);
+
 // A constant rate or a schedule.
 class LearningRate {
  public:
