@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -235,15 +236,19 @@ double start_time(const RunRecord& run) {
   return start;
 }
 
-// Samples per second, per whole second of the run.
+// Samples per second, per whole second of the run; a run of under a minute in windows of a 60th of its
+// length, so that a short run draws a line too.
 Chart throughput_chart(const RunRecord& run) {
   Chart chart{
       .title = "Throughput", .x_label = "seconds since start", .y_label = "samples/s", .series = {}, .stacked = false};
   const double start = start_time(run);
-  std::map<int64_t, double> per_second;
-  for (const StepLine& step : run.steps) per_second[int64_t(std::floor(step.time - start))] += double(step.samples);
+  const double length = run.steps.empty() ? 0.0 : run.steps.back().time - start;
+  const double window = std::clamp(length / 60.0, 1e-3, 1.0);
+  std::map<int64_t, double> per_window;
+  for (const StepLine& step : run.steps)
+    per_window[int64_t(std::floor((step.time - start) / window))] += double(step.samples);
   ChartSeries series{.name = "samples/s", .points = {}};
-  for (const auto& [second, samples] : per_second) series.points.emplace_back(double(second), samples);
+  for (const auto& [index, samples] : per_window) series.points.emplace_back(double(index) * window, samples / window);
   chart.series.push_back(std::move(series));
   return chart;
 }

@@ -117,8 +117,8 @@ CheckedRun check_run(const nlohmann::json& config, const RunOptions& options, Da
   out << "device: " << device.to_string() << "\n" << std::flush;
   checked.push_back(
       trains_on_assumed_device(config, assumed)
-          ? fmt::format("runtime.device: {} of --assume-devices {}", device.to_string(), assumed->to_string())
-          : fmt::format("runtime.device: {}, present", device.to_string()));
+          ? fmt::format("runtime.device: {} of --assume-devices {}", device.device.to_string(), assumed->to_string())
+          : fmt::format("device: {}, present", device.to_string()));
   nn::Model model = model_from_train_config(config);
   const Json& fit = config.at("fit");
   if (fit.at("verbose").get<int>() > 0) out << model.summary_string();

@@ -120,9 +120,9 @@ TEST(K8s, AOneGpuPlanTrainsOnCudaAtThePlansBatchAccumulationAndPrecision) {
   ASSERT_EQ(plan.device_count, 1);
   const std::string command =
       manifests(plan, shipped(), options)[2]["spec"]["template"]["spec"]["containers"][0]["command"][2];
-  // The user's overrides first (the plan was made with them), then the plan's, which win.
-  EXPECT_THAT(command, HasSubstr("exec nimbus train /etc/nimbus/config.yaml --set fit.epochs=2 --set "
-                                 "'model.name=it'\\''s mine' --set runtime.device=cuda --set fit.batch_size="));
+  // The device, the user's overrides (the plan was made with them), then the plan's, which win.
+  EXPECT_THAT(command, HasSubstr("exec nimbus train /etc/nimbus/config.yaml --device cuda --set fit.epochs=2 --set "
+                                 "'model.name=it'\\''s mine' --set fit.batch_size="));
   EXPECT_THAT(command, HasSubstr(fmt::format("fit.batch_size={}", plan.micro_batch * plan.gradient_accumulation)));
   EXPECT_THAT(command, HasSubstr(fmt::format("fit.gradient_accumulation={}", plan.gradient_accumulation)));
   if (plan.precision != Precision::kFloat32) {
@@ -158,7 +158,8 @@ TEST(K8s, MultiNodePlanIsAnMpiJobOfOneMultiWorkerProcessPerGpuOnAReadWriteManyCl
   EXPECT_THAT(command, HasSubstr("exec mpirun --allow-run-as-root -np 16 -bind-to none -x PATH -x LD_LIBRARY_PATH -x "
                                  "NIMBUS_MEMORY_MODE -x NIMBUS_MEMORY_LIMIT -x NCCL_DEBUG /bin/sh -c "));
   EXPECT_THAT(command, HasSubstr(R"(export CUDA_VISIBLE_DEVICES="$OMPI_COMM_WORLD_LOCAL_RANK"; exec nimbus train)"));
-  EXPECT_THAT(command, HasSubstr("--set runtime.device=cuda --set runtime.strategy.type=multi_worker_mirrored"));
+  EXPECT_THAT(command, HasSubstr("exec nimbus train /etc/nimbus/config.yaml --device cuda "));
+  EXPECT_THAT(command, HasSubstr("--set runtime.strategy.type=multi_worker_mirrored"));
   EXPECT_THAT(command, HasSubstr(fmt::format("fit.batch_size={}", plan.micro_batch * 16)));
   EXPECT_THAT(command, HasSubstr("--run-dir /runs/fmnist-cnn --worker-dir /scratch"));
   EXPECT_THAT(command, HasSubstr("rank $resume"));

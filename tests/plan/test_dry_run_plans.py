@@ -83,7 +83,7 @@ def test_a_plan_needing_more_memory_than_the_assumed_gpu_has_fails_its_dry_run()
 def test_the_table_shows_each_plans_command_and_what_it_needs():
     outcome = run_nimbus("plan", EXAMPLES / "fashion_mnist_mlp.yaml", "--gpus", "A100-40GB", "--top", "1000",
                          cwd=ROOT)
-    assert_succeeded(outcome, "nimbus train ", "--set runtime.device=cuda", "needs: nccl (8 GPUs all-reduce", "1 x A100-40GB")
+    assert_succeeded(outcome, "nimbus train ", "--device cuda", "needs: nccl (8 GPUs all-reduce", "1 x A100-40GB")
     lines = outcome.stdout.splitlines()
     first_needing = next(i for i, line in enumerate(lines) if "needs: nccl" in line)
     assert not any(" 1 x A100-40GB" in line for line in lines[first_needing:]), "a runnable plan after one needing NCCL"

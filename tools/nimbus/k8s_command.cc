@@ -1,6 +1,7 @@
 // nimbus k8s CONFIG.yaml [plan arguments] --plan N: Kubernetes manifests for plan N of `nimbus plan`
 // (a Job, or an MPIJob across nodes on a ReadWriteMany volume), to stdout or one file per object in -o DIR.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <fstream>
@@ -58,7 +59,15 @@ Command add_k8s_command(CLI::App& app) {
     options.config_text = resolved.config_text;
     options.set_overrides = arguments->overrides;
     options.spot = arguments->spot;
-    const std::vector<nlohmann::json> documents = plan::manifests(plans[k8s->plan - 1], resolved.catalog, options);
+    const plan::Plan& chosen = plans[k8s->plan - 1];
+    if (!chosen.needs.empty()) {
+      // Written all the same (the manifests are ready for an image that has it), but the pod would refuse it.
+      std::cerr << fmt::format(
+          "warning: plan {} needs {} ({}), which the image lacks (deploy/image.yaml): its pods "
+          "would stop at the trainer's checks\n",
+          k8s->plan, fmt::join(chosen.needs, ", "), chosen.needs_reason);
+    }
+    const std::vector<nlohmann::json> documents = plan::manifests(chosen, resolved.catalog, options);
     if (k8s->output_dir.empty()) {
       std::cout << plan::to_yaml(documents);
       return 0;
