@@ -33,7 +33,7 @@ def main(config_path, epochs, steps_per_epoch):
     model = keras.Sequential([keras.Input(model_config["input_shape"])])
     for layer in model_config["layers"]:
         (class_name, layer_config), = layer.items()
-        model.add(keras.layers.Layer(class_name, dict(layer_config)))
+        model.add(getattr(keras.layers, class_name)(**layer_config))  # the config's keys are Keras's arguments
     optimizer = compile_config["optimizer"]
     loss = compile_config["loss"]
     assert optimizer["name"] == "adam" and loss["name"] == "sparse_categorical_crossentropy"
