@@ -130,14 +130,28 @@ void make_read_only(py::array& array) {
   py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
 }
 
-std::string tensor_repr(const Tensor& tensor) {
+// The shape as TensorFlow prints it, a Python tuple: (2, 3), (5,), ().
+std::string shape_text(const Shape& shape) {
+  std::string text = "(";
+  for (int i = 0; i < shape.rank(); ++i) text += fmt::format("{}{}", i > 0 ? ", " : "", shape[i]);
+  return text + (shape.rank() == 1 ? ",)" : ")");
+}
+
+// TensorFlow's repr and str: <nimbus.Tensor: shape=(2,), dtype=float32, numpy=array([1., 2.], dtype=float32)>
+// and nimbus.Tensor([1. 2.], shape=(2,), dtype=float32).
+std::string tensor_text(const Tensor& tensor, bool as_repr) {
   if (tensor.is_symbolic()) {
     return fmt::format("<nimbus.Tensor shape={} dtype={} (symbolic, inside nimbus.function)>",
-                       tensor.shape().to_string(), python_name(tensor.dtype()));
+                       shape_text(tensor.shape()), python_name(tensor.dtype()));
   }
-  const std::string values = py::str(tensor_to_numpy(tensor)).cast<std::string>();
-  return fmt::format("<nimbus.Tensor: shape={}, dtype={}, numpy={}>", tensor.shape().to_string(),
-                     python_name(tensor.dtype()), values);
+  const py::array values = tensor_to_numpy(tensor);
+  if (as_repr) {
+    return fmt::format("<nimbus.Tensor: shape={}, dtype={}, numpy={}>", shape_text(tensor.shape()),
+                       python_name(tensor.dtype()), py::repr(values).cast<std::string>());
+  }
+  return fmt::format("nimbus.Tensor({}, shape={}, dtype={})",
+                     py::str(static_cast<const py::handle&>(values)).cast<std::string>(), shape_text(tensor.shape()),
+                     python_name(tensor.dtype()));
 }
 
 py::tuple shape_tuple(const Shape& shape) {
@@ -279,8 +293,8 @@ void bind_tensor(py::module_& m) {
              if (t.rank() == 0) throw InvalidArgument("len() of a scalar tensor", "use tensor.shape");
              return t.dim(0);
            })
-      .def("__repr__", &tensor_repr)
-      .def("__str__", [](const Tensor& t) { return py::str(tensor_to_numpy(t)).cast<std::string>(); });
+      .def("__repr__", [](const Tensor& t) { return tensor_text(t, true); })
+      .def("__str__", [](const Tensor& t) { return tensor_text(t, false); });
 
   py::class_<Variable>(m, "Variable")
       .def(py::init(
@@ -310,8 +324,8 @@ void bind_tensor(py::module_& m) {
           [](Variable& v, const py::object& delta) { v.assign_sub(to_tensor(delta, py::cast(v.dtype()))); },
           py::arg("delta"))
       .def("__repr__", [](const Variable& v) {
-        return fmt::format("<nimbus.Variable '{}' shape={} dtype={}>", v.name(), v.shape().to_string(),
-                           python_name(v.dtype()));
+        return fmt::format("<nimbus.Variable '{}' shape={} dtype={}, numpy={}>", v.name(), shape_text(v.shape()),
+                           python_name(v.dtype()), py::repr(tensor_to_numpy(v.value())).cast<std::string>());
       });
 
   m.def(

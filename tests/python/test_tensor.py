@@ -93,3 +93,11 @@ def test_bad_values_raise_tensorflow_errors_with_a_hint():
         tf.as_dtype("complex64")
     with pytest.raises(tf.errors.OpError):
         tf.Variable(np.zeros(2, np.float32)).assign(np.zeros(3, np.float32))
+
+
+def test_tensors_print_as_tensorflows_do():
+    tensor = tf.constant([[1.0, 2.0]])
+    assert str(tensor) == "nimbus.Tensor([[1. 2.]], shape=(1, 2), dtype=float32)"
+    assert repr(tensor) == "<nimbus.Tensor: shape=(1, 2), dtype=float32, numpy=array([[1., 2.]], dtype=float32)>"
+    assert str(tf.constant(3)) == "nimbus.Tensor(3, shape=(), dtype=int32)"
+    assert repr(tf.Variable([1.0], name="v")) == "<nimbus.Variable 'v' shape=(1,) dtype=float32, numpy=array([1.], dtype=float32)>"
