@@ -18,6 +18,7 @@
 #include <list>
 #include <thread>
 
+#include "nimbus/base/ascii_case.h"
 #include "nimbus/base/error.h"
 #include "nimbus/monitor/prometheus_text.h"
 
@@ -55,11 +56,6 @@ std::string answer(int status, const std::string& reason, const std::string& con
   return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}{}\r\n{}", status, reason,
                      content_type, body.size(), extra_headers, close ? "Connection: close\r\n" : "",
                      with_body ? body : "");
-}
-
-std::string lower(std::string text) {
-  std::ranges::transform(text, text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
 }
 
 void close_socket(int socket) {
@@ -180,7 +176,7 @@ void MetricsExporter::Server::answer_request(Connection& connection) {
     const std::string method = line.substr(0, first_space);
     const std::string target = line.substr(first_space + 1, second_space - first_space - 1);
     const std::string version = line.substr(second_space + 1);
-    const std::string headers = lower(head.substr(std::min(head.size(), line_end + 2)));
+    const std::string headers = ascii_lower(head.substr(std::min(head.size(), line_end + 2)));
     // Keep the connection for the next request (Prometheus does) unless the client closes it or
     // sent a body, which is never read.
     close = version != "HTTP/1.1" || headers.find("connection: close") != std::string::npos ||

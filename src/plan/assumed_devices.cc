@@ -6,23 +6,19 @@
 #include <algorithm>
 #include <regex>
 
+#include "nimbus/base/ascii_case.h"
 #include "nimbus/base/error.h"
 
 namespace nimbus::plan {
 namespace {
 
-std::string lower(std::string text) {
-  std::ranges::transform(text, text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 // The catalog names that share the unknown name's family (its part before the first '-': "a100" in
 // "A100-90GB"), else every name.
 std::vector<std::string> close_names(const Catalog& catalog, const std::string& name) {
-  const std::string family = lower(name.substr(0, name.find('-')));
+  const std::string family = ascii_lower(name.substr(0, name.find('-')));
   std::vector<std::string> close;
   for (const std::string& known : catalog.gpu_names()) {
-    if (!family.empty() && lower(known).starts_with(family)) close.push_back(known);
+    if (!family.empty() && ascii_lower(known).starts_with(family)) close.push_back(known);
   }
   return close.empty() ? catalog.gpu_names() : close;
 }

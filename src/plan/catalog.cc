@@ -10,15 +10,11 @@
 #include <filesystem>
 #include <functional>
 
+#include "nimbus/base/ascii_case.h"
 #include "nimbus/base/error.h"
 
 namespace nimbus::plan {
 namespace {
-
-std::string lower(std::string text) {
-  std::ranges::transform(text, text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 // Reads the fields of one catalog entry, naming the file and line of whatever is wrong.
 class EntryReader {
@@ -142,7 +138,7 @@ CpuSpec read_cpu(const EntryReader& entry) {
 
 CloudSpec read_cloud(const EntryReader& entry) {
   CloudSpec cloud;
-  cloud.name = lower(entry.required<std::string>("name"));
+  cloud.name = ascii_lower(entry.required<std::string>("name"));
   cloud.typical_spot_discount = entry.required<double>("typical_spot_discount");
   cloud.preemption_notice_seconds = entry.required<double>("preemption_notice_seconds");
   cloud.source = entry.required<std::string>("source");
@@ -152,7 +148,7 @@ CloudSpec read_cloud(const EntryReader& entry) {
 
 InstanceSpec read_instance(const EntryReader& entry) {
   InstanceSpec instance;
-  instance.cloud = lower(entry.required<std::string>("cloud"));
+  instance.cloud = ascii_lower(entry.required<std::string>("cloud"));
   instance.name = entry.required<std::string>("name");
   instance.gpu = entry.value_or<std::string>("gpu", "");
   if (!instance.gpu.empty()) instance.gpu_count = entry.count("gpu_count", kMaxGpusPerInstance);
@@ -197,7 +193,7 @@ void read_section(const std::string& file, const YAML::Node& root, const std::st
 template <typename T>
 const T& find_by_name(const std::vector<T>& items, const std::string& name, const char* what) {
   for (const T& item : items) {
-    if (lower(item.name) == lower(name)) return item;
+    if (ascii_lower(item.name) == ascii_lower(name)) return item;
   }
   std::vector<std::string> known;
   known.reserve(items.size());
@@ -221,12 +217,12 @@ void check_references(const Catalog& catalog) {
 }  // namespace
 
 const GpuSpec& Catalog::gpu(const std::string& name) const {
-  const std::string wanted = lower(name);
+  const std::string wanted = ascii_lower(name);
   for (const GpuSpec& spec : gpus) {
-    if (lower(spec.name) == wanted) return spec;
+    if (ascii_lower(spec.name) == wanted) return spec;
   }
   for (const GpuSpec& spec : gpus) {
-    if (!spec.short_name.empty() && lower(spec.short_name) == wanted) return spec;
+    if (!spec.short_name.empty() && ascii_lower(spec.short_name) == wanted) return spec;
   }
   throw NotFound(fmt::format("unknown GPU '{}'; known: {}", name, fmt::join(gpu_names(), ", ")));
 }
@@ -238,7 +234,8 @@ const CloudSpec& Catalog::cloud(const std::string& name) const { return find_by_
 std::vector<std::string> Catalog::gpu_names() const {
   std::vector<std::string> names;
   for (const GpuSpec& spec : gpus) {
-    if (!spec.short_name.empty() && lower(spec.short_name) != lower(spec.name)) names.push_back(spec.short_name);
+    if (!spec.short_name.empty() && ascii_lower(spec.short_name) != ascii_lower(spec.name))
+      names.push_back(spec.short_name);
     names.push_back(spec.name);
   }
   return names;
@@ -304,12 +301,14 @@ Catalog load_catalog(const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     const YAML::Node root = read_catalog_file(file);
     if (root.IsNull()) continue;
-    read_section<GpuSpec>(file, root, "gpus", catalog.gpus, read_gpu, [](const GpuSpec& s) { return lower(s.name); });
-    read_section<CpuSpec>(file, root, "cpus", catalog.cpus, read_cpu, [](const CpuSpec& s) { return lower(s.name); });
+    read_section<GpuSpec>(file, root, "gpus", catalog.gpus, read_gpu,
+                          [](const GpuSpec& s) { return ascii_lower(s.name); });
+    read_section<CpuSpec>(file, root, "cpus", catalog.cpus, read_cpu,
+                          [](const CpuSpec& s) { return ascii_lower(s.name); });
     read_section<CloudSpec>(file, root, "clouds", catalog.clouds, read_cloud,
                             [](const CloudSpec& s) { return s.name; });
     read_section<InstanceSpec>(file, root, "instances", catalog.instances, read_instance,
-                               [](const InstanceSpec& s) { return s.cloud + "/" + lower(s.name); });
+                               [](const InstanceSpec& s) { return s.cloud + "/" + ascii_lower(s.name); });
   }
   check_references(catalog);
   return catalog;

@@ -7,16 +7,12 @@
 #include <cmath>
 #include <functional>
 
+#include "nimbus/base/ascii_case.h"
 #include "nimbus/base/error.h"
 #include "nimbus/base/size_units.h"
 
 namespace nimbus::plan {
 namespace {
-
-std::string lower(std::string text) {
-  std::ranges::transform(text, text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 // One way to run: an instance (or the local machine), its device and how its devices talk.
 struct Candidate {
@@ -33,7 +29,8 @@ struct Candidate {
 };
 
 bool wanted(const std::vector<std::string>& filter, const std::string& name) {
-  return filter.empty() || std::ranges::any_of(filter, [&](const std::string& f) { return lower(f) == lower(name); });
+  return filter.empty() ||
+         std::ranges::any_of(filter, [&](const std::string& f) { return ascii_lower(f) == ascii_lower(name); });
 }
 
 // Whether the --gpus filter admits this catalog GPU (by its full or short name) or, for "cpu", a CPU.
@@ -42,7 +39,7 @@ bool device_wanted(const std::vector<std::string>& filter, const Catalog& catalo
   if (instance.gpu.empty()) return wanted(filter, "cpu");
   const GpuSpec& gpu = catalog.gpu(instance.gpu);
   return std::ranges::any_of(filter, [&](const std::string& name) {
-    if (lower(name) == "cpu") return false;
+    if (ascii_lower(name) == "cpu") return false;
     return &catalog.gpu(name) == &gpu;
   });
 }
@@ -294,10 +291,10 @@ PlanResult make_plans(const Workload& work, const Catalog& catalog, const PlanRe
                       const std::optional<Workload>& unfused) {
   check_request(request);
   for (const std::string& name : request.gpus) {
-    if (lower(name) != "cpu") catalog.gpu(name);  // an unknown name lists the known ones
+    if (ascii_lower(name) != "cpu") catalog.gpu(name);  // an unknown name lists the known ones
   }
   for (const std::string& name : request.clouds) {
-    if (lower(name) != "local") catalog.cloud(name);
+    if (ascii_lower(name) != "local") catalog.cloud(name);
   }
   PlanResult result;
   std::vector<Candidate> candidates;
