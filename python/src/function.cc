@@ -19,12 +19,7 @@ namespace {
 // The Python function a Function traces, callable from the engine on a thread that does not hold the GIL.
 class PythonBody {
  public:
-  explicit PythonBody(py::function body)
-      : body_(new py::function(std::move(body)), [](py::function* function) {
-          if (!Py_IsInitialized()) return;  // at interpreter exit the function is gone with everything else
-          py::gil_scoped_acquire gil;
-          delete function;
-        }) {}
+  explicit PythonBody(py::function body) : body_(held_with_gil(std::move(body))) {}
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {
     py::gil_scoped_acquire gil;
@@ -32,7 +27,7 @@ class PythonBody {
   }
 
  private:
-  std::shared_ptr<py::function> body_;
+  std::shared_ptr<py::object> body_;
 };
 
 // [(shape with -1 for a dynamic dimension, dtype), ...] from function.py's TensorSpecs.

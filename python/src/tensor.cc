@@ -52,12 +52,8 @@ bool is_native_c_contiguous(const py::array& array) {
 
 // A CPU tensor over the array's memory; the tensor holds a reference to the array until its storage goes.
 Tensor wrap_array(const py::array& array, DType dtype) {
-  auto* owner = new py::object(array);
-  auto release = [owner] {
-    if (!Py_IsInitialized()) return;  // at interpreter exit the array is gone with everything else
-    py::gil_scoped_acquire gil;
-    delete owner;
-  };
+  // The storage keeps the array alive; its release drops the array, under the GIL.
+  auto release = [owner = held_with_gil(array)]() mutable { owner.reset(); };
   const auto bytes = static_cast<size_t>(array.nbytes());
   auto storage = std::make_shared<Storage>(Device::cpu(), const_cast<void*>(array.data()), bytes, release);
   return Tensor::view(std::move(storage), 0, shape_of(array), dtype);

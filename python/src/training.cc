@@ -179,14 +179,6 @@ auto without_gil(const Work& work, train::EvaluateOptions& options) {
 
 }  // namespace
 
-std::shared_ptr<py::object> held_with_gil(py::object object) {
-  return {new py::object(std::move(object)), [](py::object* held) {
-            if (!Py_IsInitialized()) return;  // the interpreter has gone, and its objects with it
-            const py::gil_scoped_acquire gil;
-            delete held;
-          }};
-}
-
 void bind_training(py::module_& m) {
   py::class_<Trainer>(m, "Trainer")
       .def(py::init([](const nn::Model& model, std::shared_ptr<train::Optimizer> optimizer, const train::Loss& loss,
