@@ -18,8 +18,7 @@ import os
 for variable, value in (("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("OMP_WAIT_POLICY", "passive")):
     os.environ[variable] = value
 
-import ctypes  # noqa: E402  (after the thread settings, which the libraries read as they load)
-import re  # noqa: E402
+import re  # noqa: E402  (after the thread settings, which the libraries read as they load)
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -28,18 +27,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import nimbus  # noqa: E402
-
-
-def blas_of_torch():
-    """The BLAS library torch loaded, and OpenBLAS's core when it is OpenBLAS."""
-    with open("/proc/self/maps", encoding="ascii") as maps:
-        paths = {line.split()[-1] for line in maps if "blas" in line.split()[-1]}
-    for path in sorted(paths):
-        library = ctypes.CDLL(path)
-        if hasattr(library, "openblas_get_corename"):
-            library.openblas_get_corename.restype = ctypes.c_char_p
-            return f"OpenBLAS {path}, core {library.openblas_get_corename().decode()}"
-    return f"not OpenBLAS: {', '.join(sorted(paths)) or 'none loaded'} (install libopenblas0-pthread)"
+from torch_blas import blas_of_torch  # noqa: E402
 
 
 def per_call_us(call, calls):
