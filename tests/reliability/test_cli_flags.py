@@ -196,13 +196,14 @@ def test_a_huge_prime_batch_plans_quickly():
     assert time.monotonic() - started < 20
 
 
-def test_evaluate_a_run_without_checkpoints_does_not_speak_of_resume(trained, tmp_path):
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_run_without_checkpoints_does_not_speak_of_resume(command, trained, tmp_path):
     import shutil
     run = tmp_path / "killed-run"
     shutil.copytree(trained / "run", run)
     for checkpoint in (run / "checkpoints").iterdir():
         checkpoint.unlink()
-    outcome = run_nimbus("evaluate", run)
+    outcome = run_nimbus(command, run, *(["-o", tmp_path / "p.npy"] if command == "predict" else []))
     assert_refused(outcome, "checkpoints", "--checkpoint")
     assert "--resume" not in outcome.stderr + outcome.stdout, outcome.describe()
 

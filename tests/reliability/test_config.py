@@ -2,6 +2,7 @@
 late, and messages. Each case runs a real nimbus process (nimbus_process.py) and asserts a clean
 refusal naming the file and line, the key or layer, and the remedy's words."""
 
+import json
 import time
 
 from nimbus_process import assert_refused, assert_succeeded, run_nimbus, tiny_config
@@ -186,9 +187,17 @@ def test_keras_sgd_with_momentum_keeps_its_momentum(tiny):
     assert b"/momentum" in checkpoints[0].read_bytes()[:100000], "the optimizer has no momentum slots"
 
 
-def test_keras_adam_with_beta_1_trains(tiny):
-    config = with_optimizer(tiny, "{name: Adam, learning_rate: 0.01, beta_1: 0.5}")
-    assert_succeeded(run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny))
+def test_keras_adam_keeps_its_beta_1(tiny):
+    # The same deterministic run with beta_1 0.5 and with Adam's default 0.9: a dropped beta_1 would
+    # make the two losses equal.
+    losses = {}
+    for beta_1 in ("0.5", "0.9"):
+        config = with_optimizer(tiny, f"{{name: Adam, learning_rate: 0.01, beta_1: {beta_1}}}", f"adam{beta_1}.yaml")
+        run = tiny / f"run{beta_1}"
+        assert_succeeded(run_nimbus("train", config, "--run-dir", run, cwd=tiny))
+        assert json.loads((run / "config.json").read_text())["compile"]["optimizer"]["beta_1"] == float(beta_1)
+        losses[beta_1] = json.loads((run / "summary.json").read_text())["epochs"][-1]["loss"]
+    assert losses["0.5"] != losses["0.9"], losses
 
 
 def test_an_argument_the_optimizer_does_not_take_is_refused(tiny):
