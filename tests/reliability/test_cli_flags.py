@@ -67,6 +67,7 @@ REFUSED = {
     "k8s --storage-class with spaces": (["k8s", *TOTALS, "--storage-class", "Fast Disks"], ["--storage-class"]),
     "k8s --image with spaces": (["k8s", *TOTALS, "--image", "nimbus; rm -rf /"], ["--image"]),
     "k8s --name invalid": (["k8s", *TOTALS, "--name", "My_Job"], ["My_Job"]),
+    "k8s -o empty (was the manifests printed)": (["k8s", *TOTALS, "-o", ""], ["--output", "empty"]),
     "k8s -o under a file": (["k8s", *TOTALS, "-o", "{dir}/scalar.yaml/out"], ["-o", "scalar.yaml/out"]),
     # train
     "train --metrics-port 99999": (["train", "{tiny}", "--metrics-port", "99999", "--run-dir", "{dir}/run"],
@@ -75,6 +76,12 @@ REFUSED = {
                                 ["--metrics-port", "-1"]),
     "train --metrics-linger nan": (["train", "{tiny}", "--metrics-linger", "nan", "--run-dir", "{dir}/run"],
                                    ["--metrics-linger", "nan"]),
+    "train --run-dir empty (was runs/<date-time>)": (["train", "{tiny}", "--run-dir", ""], ["--run-dir", "empty"]),
+    "train --resume empty (was a new run)": (["train", "{tiny}", "--resume", ""], ["--resume", "empty"]),
+    "train --summary empty (was ignored)": (["train", "{tiny}", "--summary", "", "--run-dir", "{dir}/run"],
+                                            ["--summary", "empty"]),
+    "train --metrics-address empty": (["train", "{tiny}", "--metrics-port", "0", "--metrics-address", "",
+                                       "--run-dir", "{dir}/run"], ["--metrics-address", "empty"]),
     "--threads negative": (["--threads", "-2", "info"], ["--threads", "-2", "0 to 4096"]),
     "--threads huge": (["--threads", "99999999999999999999999", "ops"], ["--threads", "out of range"]),
     # evaluate and predict
@@ -104,6 +111,7 @@ REFUSED = {
     "doctor --url not http": (["doctor", "--url", "ftp://127.0.0.1/metrics"], ["ftp://127.0.0.1/metrics"]),
     "doctor neither a run nor --url": (["doctor"], ["--url"]),
     "report a missing run": (["report", "{dir}/no-such-run"], ["no-such-run"]),
+    "report -o empty (was RUN_DIR/report.html)": (["report", "{run}", "-o", ""], ["--output", "empty"]),
     # info, ops, bench
     "info with an unknown flag": (["info", "--verbose"], ["--verbose"]),
     "ops with an extra argument": (["ops", "everything"], ["everything"]),

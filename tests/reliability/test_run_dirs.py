@@ -117,6 +117,19 @@ def test_report_and_summary_outputs_onto_a_runs_files_are_refused(tiny):
     assert_unchanged(before, run)
 
 
+def test_a_new_run_inside_another_runs_folders_is_refused(tiny):
+    # It would write among that run's files, and --overwrite would move its checkpoints aside.
+    run = trained_run(tiny)
+    before = snapshot(run)
+    for inside in (run / "checkpoints", run / "tensorboard", run / "checkpoints" / "new"):
+        for start in ([], ["--overwrite"]):
+            outcome = run_nimbus("train", tiny / "tiny.yaml", "--run-dir", inside, *start)
+            assert_refused(outcome, f"--run-dir {inside}", "outside the run's own files")
+            assert_unchanged(before, run)
+            assert not (run / "checkpoints" / "new").exists()
+            assert not list(run.glob("*.replaced-*")), "a folder of the run was moved aside"
+
+
 def test_a_taken_metrics_port_is_refused_before_the_run_dir_is_made(tiny):
     run = trained_run(tiny)
     before = snapshot(run)
