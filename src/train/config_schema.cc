@@ -327,6 +327,16 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
       check_pipeline_split(config["data"][split], section, [&](const std::string& path) { return source.where(path); });
       continue;
     }
+    // The IDX shorthand reads images, labels and scale; a pipeline's keys there would be ignored.
+    for (const auto& [key, value] : config["data"][split].items()) {
+      if (key == "images" || key == "labels" || key == "scale") continue;
+      throw InvalidArgument(fmt::format("{}: {}.{} needs a pipeline: {} without 'source' is the IDX shorthand, "
+                                        "which takes images, labels and scale",
+                                        source.where(section + "." + key), section, key, section),
+                            fmt::format("add 'source: idx' to {} to read the same files as a pipeline that takes "
+                                        "{} (docs/data.md, \"Training configs\"), or drop {}",
+                                        section, key, key));
+    }
     for (const char* key : {"images", "labels"}) {
       if (!config["data"][split].contains(key)) {
         throw InvalidArgument(

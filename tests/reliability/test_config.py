@@ -5,6 +5,8 @@ refusal naming the file and line, the key or layer, and the remedy's words."""
 import json
 import time
 
+import pytest
+
 from nimbus_process import assert_refused, assert_succeeded, run_nimbus, tiny_config
 
 
@@ -139,6 +141,25 @@ def test_two_layers_with_one_name_are_refused_before_training(tiny):
     config = write_config(tiny, layers=["Flatten: {}", "Dense: {units: 8, name: a}", "Dense: {units: 4, name: a}"])
     outcome = run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny)
     assert_refused(outcome, f"{config}:{line_of(config, 'units: 4, name: a')}", "layers 1 and 2 are both named 'a'")
+    assert not (tiny / "run").exists()
+
+
+@pytest.mark.parametrize("key", ["max_bad_records: -1", "ignore_errors: true", "shuffle: 100"])
+def test_a_pipeline_key_in_the_idx_shorthand_is_refused_not_ignored(tiny, key):
+    config = tiny / "shorthand.yaml"
+    config.write_text(tiny_config(tiny).replace("labels.idx}\n  validation", f"labels.idx, {key}}}\n  validation"))
+    name = key.split(":")[0]
+    outcome = run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny)
+    assert_refused(outcome, f"{config}:{line_of(config, name)}", f"data.train.{name} needs a pipeline", "source: idx")
+    assert not (tiny / "run").exists()
+
+
+def test_images_that_do_not_fit_the_input_shape_name_the_file_and_the_key(tiny):
+    config = tiny / "shape.yaml"
+    config.write_text(tiny_config(tiny).replace("input_shape: [4, 4, 1]", "input_shape: [4, 4, 3]"))
+    outcome = run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny)
+    assert_refused(outcome, f"images {tiny / 'images.idx'}", "[4, 4] (16 values)", "model.input_shape [4, 4, 3] takes 48")
+    assert "reshape" not in outcome.stderr
     assert not (tiny / "run").exists()
 
 
