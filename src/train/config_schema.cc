@@ -189,10 +189,8 @@ std::vector<std::string> known_paths() {
   return paths;
 }
 
-// "valid keys under data.train: augment, cache, ...": the schema's keys beside `path`.
-std::string keys_beside(const std::string& path) {
-  const std::string parent = path.substr(0, path.rfind('.') == std::string::npos ? 0 : path.rfind('.'));
-  if (parent.empty()) return "";
+// "valid keys under data.train: augment, cache, ...": the schema's keys directly under `parent`.
+std::string keys_under(const std::string& parent) {
   std::vector<std::string> siblings;
   for (const auto& [known, spec] : config_schema()) {
     if (known.starts_with(parent + ".") && known.find('.', parent.size() + 1) == std::string::npos) {
@@ -200,6 +198,12 @@ std::string keys_beside(const std::string& path) {
     }
   }
   return siblings.empty() ? "" : fmt::format("valid keys under {}: {}", parent, fmt::join(siblings, ", "));
+}
+
+// The same for the keys beside `path`.
+std::string keys_beside(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? "" : keys_under(path.substr(0, dot));
 }
 
 // Checks every key under `value` (at `path`) against the schema.
@@ -244,6 +248,11 @@ void apply_override(Json& config, const std::string& assignment, ConfigSource& s
     throw InvalidArgument(fmt::format("--set {}: expected KEY=VALUE", flag), "e.g. --set fit.epochs=3");
   }
   const std::string path = assignment.substr(0, equals);
+  if (is_section(path)) {
+    throw InvalidArgument(
+        fmt::format("--set {}: '{}' is a section of the config, not one key", flag, path),
+        fmt::format("set its keys one at a time, e.g. --set {}.KEY=VALUE; {}", path, keys_under(path)));
+  }
   if (!config_schema().count(path)) {
     throw InvalidArgument(fmt::format("--set {}: unknown key '{}'", flag, path),
                           fmt::format("did you mean '{}'?", closest_name(path, known_paths())));
@@ -317,6 +326,16 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
     if (is_pipeline_split(config["data"][split])) {
       check_pipeline_split(config["data"][split], section, [&](const std::string& path) { return source.where(path); });
       continue;
+    }
+    // The IDX shorthand reads images, labels and scale; a pipeline's keys there would be ignored.
+    for (const auto& [key, value] : config["data"][split].items()) {
+      if (key == "images" || key == "labels" || key == "scale") continue;
+      throw InvalidArgument(fmt::format("{}: {}.{} needs a pipeline: {} without 'source' is the IDX shorthand, "
+                                        "which takes images, labels and scale",
+                                        source.where(section + "." + key), section, key, section),
+                            fmt::format("add 'source: idx' to {} to read the same files as a pipeline that takes "
+                                        "{} (docs/data.md, \"Training configs\"), or drop {}",
+                                        section, key, key));
     }
     for (const char* key : {"images", "labels"}) {
       if (!config["data"][split].contains(key)) {

@@ -4,7 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <optional>
+#include <span>
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
@@ -29,9 +32,21 @@ using Json = nlohmann::json;
 
 // IDX images as f32, times `scale`, shaped (samples, input_shape...).
 Tensor load_images(const Json& split, const nn::Dims& input_shape) {
-  Tensor images = data::read_idx(split.at("images").get<std::string>());
+  const std::string file = split.at("images").get<std::string>();
+  Tensor images = data::read_idx(file);
   std::vector<int64_t> shape = {images.dim(0)};
   shape.insert(shape.end(), input_shape.begin(), input_shape.end());
+  // Images that do not fill the model's input are the config's mistake: name the file and the key.
+  const std::span<const int64_t> image_shape = images.shape().dims().subspan(1);
+  const int64_t image_values = std::accumulate(image_shape.begin(), image_shape.end(), int64_t{1}, std::multiplies<>());
+  const int64_t input_values = std::accumulate(input_shape.begin(), input_shape.end(), int64_t{1}, std::multiplies<>());
+  if (image_values != input_values) {
+    throw InvalidArgument(
+        fmt::format("images {}: each image is [{}] ({} values), but model.input_shape [{}] takes {}", file,
+                    fmt::join(image_shape, ", "), image_values, fmt::join(input_shape, ", "), input_values),
+        "give model.input_shape the images' shape with its channels, e.g. [28, 28, 1] for 28x28 "
+        "grey images");
+  }
   const double scale = split.value("scale", 1.0 / 255);
   images = images.to(DType::kF32);
   if (scale != 1) images = images * scale;

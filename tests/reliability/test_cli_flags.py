@@ -67,6 +67,7 @@ REFUSED = {
     "k8s --storage-class with spaces": (["k8s", *TOTALS, "--storage-class", "Fast Disks"], ["--storage-class"]),
     "k8s --image with spaces": (["k8s", *TOTALS, "--image", "nimbus; rm -rf /"], ["--image"]),
     "k8s --name invalid": (["k8s", *TOTALS, "--name", "My_Job"], ["My_Job"]),
+    "k8s -o empty (was the manifests printed)": (["k8s", *TOTALS, "-o", ""], ["--output", "empty"]),
     "k8s -o under a file": (["k8s", *TOTALS, "-o", "{dir}/scalar.yaml/out"], ["-o", "scalar.yaml/out"]),
     # train
     "train --metrics-port 99999": (["train", "{tiny}", "--metrics-port", "99999", "--run-dir", "{dir}/run"],
@@ -75,12 +76,22 @@ REFUSED = {
                                 ["--metrics-port", "-1"]),
     "train --metrics-linger nan": (["train", "{tiny}", "--metrics-linger", "nan", "--run-dir", "{dir}/run"],
                                    ["--metrics-linger", "nan"]),
+    "train --run-dir empty (was runs/<date-time>)": (["train", "{tiny}", "--run-dir", ""], ["--run-dir", "empty"]),
+    "train --resume empty (was a new run)": (["train", "{tiny}", "--resume", ""], ["--resume", "empty"]),
+    "train --summary empty (was ignored)": (["train", "{tiny}", "--summary", "", "--run-dir", "{dir}/run"],
+                                            ["--summary", "empty"]),
+    "train --metrics-address empty": (["train", "{tiny}", "--metrics-port", "0", "--metrics-address", "",
+                                       "--run-dir", "{dir}/run"], ["--metrics-address", "empty"]),
     "--threads negative": (["--threads", "-2", "info"], ["--threads", "-2", "0 to 4096"]),
     "--threads huge": (["--threads", "99999999999999999999999", "ops"], ["--threads", "out of range"]),
     # evaluate and predict
     "evaluate --batch-size 0": (["evaluate", "{run}", "--batch-size", "0"], ["--batch-size", "'0'"]),
     "evaluate --batch-size huge": (["evaluate", "{run}", "--batch-size", "1e12"], ["--batch-size", "1e12"]),
     "evaluate a missing run": (["evaluate", "{dir}/no-such-run"], ["no-such-run"]),
+    "evaluate --checkpoint empty": (["evaluate", "{run}", "--checkpoint", ""], ["--checkpoint", "empty"]),
+    "evaluate --images empty": (["evaluate", "{run}", "--images", ""], ["--images", "empty"]),
+    "evaluate an empty source": (["evaluate", ""], ["source", "empty"]),
+    "predict --config empty": (["predict", "{run}", "-o", "{dir}/p.npy", "--config", ""], ["--config", "empty"]),
     "evaluate --split unknown": (["evaluate", "{run}", "--split", "test"], ["--split", "test"]),
     "predict --scale nan": (["predict", "{run}", "-o", "{dir}/p.npy", "--scale", "nan"], ["--scale", "nan"]),
     "predict --output unknown format": (["predict", "{run}", "-o", "{dir}/p.csv"], ["--output", "p.csv"]),
@@ -104,6 +115,7 @@ REFUSED = {
     "doctor --url not http": (["doctor", "--url", "ftp://127.0.0.1/metrics"], ["ftp://127.0.0.1/metrics"]),
     "doctor neither a run nor --url": (["doctor"], ["--url"]),
     "report a missing run": (["report", "{dir}/no-such-run"], ["no-such-run"]),
+    "report -o empty (was RUN_DIR/report.html)": (["report", "{run}", "-o", ""], ["--output", "empty"]),
     # info, ops, bench
     "info with an unknown flag": (["info", "--verbose"], ["--verbose"]),
     "ops with an extra argument": (["ops", "everything"], ["everything"]),
@@ -196,13 +208,14 @@ def test_a_huge_prime_batch_plans_quickly():
     assert time.monotonic() - started < 20
 
 
-def test_evaluate_a_run_without_checkpoints_does_not_speak_of_resume(trained, tmp_path):
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_run_without_checkpoints_does_not_speak_of_resume(command, trained, tmp_path):
     import shutil
     run = tmp_path / "killed-run"
     shutil.copytree(trained / "run", run)
     for checkpoint in (run / "checkpoints").iterdir():
         checkpoint.unlink()
-    outcome = run_nimbus("evaluate", run)
+    outcome = run_nimbus(command, run, *(["-o", tmp_path / "p.npy"] if command == "predict" else []))
     assert_refused(outcome, "checkpoints", "--checkpoint")
     assert "--resume" not in outcome.stderr + outcome.stdout, outcome.describe()
 

@@ -2,7 +2,10 @@
 late, and messages. Each case runs a real nimbus process (nimbus_process.py) and asserts a clean
 refusal naming the file and line, the key or layer, and the remedy's words."""
 
+import json
 import time
+
+import pytest
 
 from nimbus_process import assert_refused, assert_succeeded, run_nimbus, tiny_config
 
@@ -141,6 +144,25 @@ def test_two_layers_with_one_name_are_refused_before_training(tiny):
     assert not (tiny / "run").exists()
 
 
+@pytest.mark.parametrize("key", ["max_bad_records: -1", "ignore_errors: true", "shuffle: 100"])
+def test_a_pipeline_key_in_the_idx_shorthand_is_refused_not_ignored(tiny, key):
+    config = tiny / "shorthand.yaml"
+    config.write_text(tiny_config(tiny).replace("labels.idx}\n  validation", f"labels.idx, {key}}}\n  validation"))
+    name = key.split(":")[0]
+    outcome = run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny)
+    assert_refused(outcome, f"{config}:{line_of(config, name)}", f"data.train.{name} needs a pipeline", "source: idx")
+    assert not (tiny / "run").exists()
+
+
+def test_images_that_do_not_fit_the_input_shape_name_the_file_and_the_key(tiny):
+    config = tiny / "shape.yaml"
+    config.write_text(tiny_config(tiny).replace("input_shape: [4, 4, 1]", "input_shape: [4, 4, 3]"))
+    outcome = run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny)
+    assert_refused(outcome, f"images {tiny / 'images.idx'}", "[4, 4] (16 values)", "model.input_shape [4, 4, 3] takes 48")
+    assert "reshape" not in outcome.stderr
+    assert not (tiny / "run").exists()
+
+
 # --- layer errors: file, line and layer index; no raw library text ---
 
 def test_an_unknown_layer_class_names_file_line_and_index(tiny):
@@ -186,9 +208,17 @@ def test_keras_sgd_with_momentum_keeps_its_momentum(tiny):
     assert b"/momentum" in checkpoints[0].read_bytes()[:100000], "the optimizer has no momentum slots"
 
 
-def test_keras_adam_with_beta_1_trains(tiny):
-    config = with_optimizer(tiny, "{name: Adam, learning_rate: 0.01, beta_1: 0.5}")
-    assert_succeeded(run_nimbus("train", config, "--run-dir", tiny / "run", cwd=tiny))
+def test_keras_adam_keeps_its_beta_1(tiny):
+    # The same deterministic run with beta_1 0.5 and with Adam's default 0.9: a dropped beta_1 would
+    # make the two losses equal.
+    losses = {}
+    for beta_1 in ("0.5", "0.9"):
+        config = with_optimizer(tiny, f"{{name: Adam, learning_rate: 0.01, beta_1: {beta_1}}}", f"adam{beta_1}.yaml")
+        run = tiny / f"run{beta_1}"
+        assert_succeeded(run_nimbus("train", config, "--run-dir", run, cwd=tiny))
+        assert json.loads((run / "config.json").read_text())["compile"]["optimizer"]["beta_1"] == float(beta_1)
+        losses[beta_1] = json.loads((run / "summary.json").read_text())["epochs"][-1]["loss"]
+    assert losses["0.5"] != losses["0.9"], losses
 
 
 def test_an_argument_the_optimizer_does_not_take_is_refused(tiny):

@@ -312,6 +312,15 @@ def test_jpeg_cut_in_half_trains_when_truncated_images_are_allowed(tmp_path):
     assert_succeeded(outcome)
 
 
+def test_jpeg_cut_in_half_is_skipped_and_named_with_ignore_errors(tmp_path):
+    jpeg = corpus_jpeg()
+    photos = image_folder(tmp_path, lambda: jpeg, "jpg")
+    (photos / "b" / "2.jpg").write_bytes(cut_in_half(jpeg))
+    height, width = jpeg_size(jpeg)
+    outcome = train(tmp_path, image_config(photos, "jpg", height, width, "    ignore_errors: true\n"))
+    assert_succeeded(outcome, "skipped bad record", "b/2.jpg")
+
+
 def test_corrupt_png_is_refused_naming_the_image(tmp_path):
     good = png(5, 3)
     photos = image_folder(tmp_path, lambda: good, "png")

@@ -55,12 +55,15 @@ def moved_aside(tiny, name="run"):
 def test_a_bad_config_into_a_good_run_dir_changes_nothing(tiny):
     run = trained_run(tiny)
     before = snapshot(run)
-    for start in ([], ["--overwrite"], ["--resume", run]):
-        # The config loader refuses batch_size -5 before the run directory is claimed.
-        outcome = run_nimbus("train", tiny / "tiny.yaml", "--run-dir", run, "--set", "fit.batch_size=-5", *start)
-        assert_refused(outcome, "batch_size")
-        assert_unchanged(before, run)
-        assert moved_aside(tiny) == [], "a refused --overwrite moved the run aside"
+    bad = tiny / "BAD.yaml"
+    bad.write_text(tiny_config(tiny, fit="{epochs: 2, batch_size: -5, verbose: 0}"))
+    # The config loader refuses batch_size -5, in the file or in --set, before the run directory is claimed.
+    for config, culprit in (([bad], f"{bad}:"), ([tiny / "tiny.yaml", "--set", "fit.batch_size=-5"], "--set")):
+        for start in ([], ["--overwrite"], ["--resume", run]):
+            outcome = run_nimbus("train", *config, "--run-dir", run, *start)
+            assert_refused(outcome, culprit, "fit.batch_size is -5")
+            assert_unchanged(before, run)
+            assert moved_aside(tiny) == [], "a refused --overwrite moved the run aside"
     assert_succeeded(run_nimbus("train", "--resume", run), "samples/s")
 
 
@@ -85,6 +88,8 @@ def test_overwrite_moves_the_old_run_aside_and_evaluate_scores_the_new_model(tin
     # evaluate scores the new run's model: its final val_loss, on the same validation data.
     val_loss = json.loads((run / "summary.json").read_text())["final"]["val_loss"]
     assert_succeeded(run_nimbus("evaluate", run), f"loss: {val_loss:.4f}", f"weights from {run}/checkpoints/")
+    # --resume continues the new run (its step 4), not the old run's newer step 8.
+    assert_succeeded(run_nimbus("train", "--resume", run, "--set", "fit.epochs=2"), "(global step 4)")
 
 
 def test_predict_output_onto_the_runs_own_files_is_refused(tiny):
@@ -110,6 +115,19 @@ def test_report_and_summary_outputs_onto_a_runs_files_are_refused(tiny):
     assert_refused(outcome, str(run / "config.json"), "--summary")
     assert not (tiny / "new").exists(), "the refused run made its directory"
     assert_unchanged(before, run)
+
+
+def test_a_new_run_inside_another_runs_folders_is_refused(tiny):
+    # It would write among that run's files, and --overwrite would move its checkpoints aside.
+    run = trained_run(tiny)
+    before = snapshot(run)
+    for inside in (run / "checkpoints", run / "tensorboard", run / "checkpoints" / "new"):
+        for start in ([], ["--overwrite"]):
+            outcome = run_nimbus("train", tiny / "tiny.yaml", "--run-dir", inside, *start)
+            assert_refused(outcome, f"--run-dir {inside}", "outside the run's own files")
+            assert_unchanged(before, run)
+            assert not (run / "checkpoints" / "new").exists()
+            assert not list(run.glob("*.replaced-*")), "a folder of the run was moved aside"
 
 
 def test_a_taken_metrics_port_is_refused_before_the_run_dir_is_made(tiny):

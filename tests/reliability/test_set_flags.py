@@ -48,6 +48,11 @@ def test_an_accumulation_that_does_not_divide_the_batch_is_refused(tiny):
     refused_set(tiny, "fit.gradient_accumulation=5", "does not divide fit.batch_size 16")
 
 
+def test_a_whole_section_is_refused_naming_its_keys(tiny):
+    refused_set(tiny, "fit={epochs: 3}", "'fit' is a section of the config", "--set fit.KEY=VALUE",
+                "valid keys under fit:", "epochs")
+
+
 def test_a_type_error_blames_the_flag_not_the_file(tiny):
     outcome = refused_set(tiny, "fit.epochs=five", "fit.epochs must be an integer")
     assert f"{tiny / 'tiny.yaml'}" not in outcome.stderr

@@ -117,6 +117,12 @@ CLI::Validator kubernetes_subdomain() {
       "NAME");
 }
 
+CLI::Validator non_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) -> std::string { return text.empty() ? refusal(text, "", what) : std::string(); },
+      "TEXT");
+}
+
 CLI::Validator single_word() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

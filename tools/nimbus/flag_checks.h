@@ -30,6 +30,10 @@ CLI::Validator kubernetes_quantity();
 // A DNS-1123 subdomain, as Kubernetes object names such as storage classes are written.
 CLI::Validator kubernetes_subdomain();
 
+// A path or address that is not empty: an empty value would otherwise fall back to the flag's default
+// (or to no value at all) without a word.
+CLI::Validator non_empty(const std::string& what);
+
 // A value written into a manifest or command line as one word: not empty, no white space or quotes.
 CLI::Validator single_word();
 

@@ -29,7 +29,8 @@ Command add_k8s_command(CLI::App& app) {
   command->add_option("--plan", k8s->plan, "which plan, counting from 1 in the order nimbus plan prints")
       ->check(whole_number(1, 1'000'000));
   command->add_option("--instance", k8s->instance, "the best plan on this instance type instead of --plan");
-  command->add_option("-o,--output", k8s->output_dir, "write one YAML file per object into this folder");
+  command->add_option("-o,--output", k8s->output_dir, "write one YAML file per object into this folder")
+      ->check(non_empty("a folder, or leave the flag out to print the manifests"));
   command->add_option("--name", k8s->manifest.name, "job name (default nimbus-train)");
   command->add_option("--image", k8s->manifest.image, "container image with nimbus (deploy/Dockerfile)")
       ->check(single_word());

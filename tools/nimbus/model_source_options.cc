@@ -12,11 +12,16 @@ namespace nimbus::cli {
 
 void add_model_source_options(CLI::App& command, ModelSourceArguments& arguments, bool with_labels) {
   command.add_option("source", arguments.source, "a run directory (runs/<date-time>) or a file model.save wrote")
-      ->required();
-  command.add_option("--checkpoint", arguments.checkpoint,
-                     "run directories: last (newest intact checkpoint), best, or a checkpoint file");
-  command.add_option("--config", arguments.config_path,
-                     "a config whose compile and data sections apply (default: the run directory's config.json)");
+      ->required()
+      ->check(non_empty("a run directory or a file model.save wrote"));
+  command
+      .add_option("--checkpoint", arguments.checkpoint,
+                  "run directories: last (newest intact checkpoint), best, or a checkpoint file")
+      ->check(non_empty("last, best or a checkpoint file"));
+  command
+      .add_option("--config", arguments.config_path,
+                  "a config whose compile and data sections apply (default: the run directory's config.json)")
+      ->check(non_empty("a config file, or leave the flag out for the run directory's config.json"));
   command.add_option("--set", arguments.overrides, "key.path=value: set a key of that config (repeatable)");
   command
       .add_option("--device", arguments.device,
@@ -25,8 +30,11 @@ void add_model_source_options(CLI::App& command, ModelSourceArguments& arguments
       ->check(device_name());
   command.add_option("--split", arguments.split, "the config's data split to use: validation or train")
       ->check(CLI::IsMember({"validation", "train"}));
-  command.add_option("--images", arguments.images, "IDX images instead of the config's data");
-  if (with_labels) command.add_option("--labels", arguments.labels, "IDX labels, with --images");
+  command.add_option("--images", arguments.images, "IDX images instead of the config's data")
+      ->check(non_empty("an IDX file"));
+  if (with_labels) {
+    command.add_option("--labels", arguments.labels, "IDX labels, with --images")->check(non_empty("an IDX file"));
+  }
   command.add_option("--scale", arguments.scale, "with --images: the factor applied to the pixels (default 1/255)")
       ->check(positive_real(1e6));
   command.add_option("--batch-size", arguments.batch_size, "samples per batch (default: fit.batch_size, else 32)")

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.h"
+#include "flag_checks.h"
 #include "nimbus/base/error.h"
 #include "nimbus/monitor/report.h"
 #include "nimbus/train/run_directory.h"
@@ -20,7 +21,8 @@ Command add_report_command(CLI::App& app) {
   };
   auto arguments = std::make_shared<Arguments>();
   report->add_option("run_dir", arguments->run_dir, "a run directory (from nimbus train --run-dir)")->required();
-  report->add_option("-o,--output", arguments->output, "the HTML file (default RUN_DIR/report.html)");
+  report->add_option("-o,--output", arguments->output, "the HTML file (default RUN_DIR/report.html)")
+      ->check(non_empty("a file name, or leave the flag out for RUN_DIR/report.html"));
   return [arguments] {
     const std::string path = arguments->output.empty() ? arguments->run_dir + "/report.html" : arguments->output;
     train::refuse_output_onto_a_run_file(path, "--output");

@@ -34,11 +34,15 @@ Command add_train_command(CLI::App& app, const int& threads) {
                     "key.path=value: set a config key (repeatable), e.g. --set fit.epochs=3");
   train->add_option("--device", arguments->device, "where to train, over runtime.device: auto, cpu, cuda or cuda:N")
       ->check(device_name());
-  train->add_option("--summary", arguments->summary_path, "also write the run's summary (JSON) to this file");
-  train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)");
-  train->add_option("--resume", arguments->resume_dir,
-                    "continue the run in this run directory from its newest intact checkpoint (from step 0 when it "
-                    "has none yet and the config is its own)");
+  train->add_option("--summary", arguments->summary_path, "also write the run's summary (JSON) to this file")
+      ->check(non_empty("a file name"));
+  train->add_option("--run-dir", arguments->run_dir, "where the run writes its files (default runs/<date-time>)")
+      ->check(non_empty("a folder, or leave the flag out for runs/<date-time>"));
+  train
+      ->add_option("--resume", arguments->resume_dir,
+                   "continue the run in this run directory from its newest intact checkpoint (from step 0 when it "
+                   "has none yet and the config is its own)")
+      ->check(non_empty("the run directory to continue"));
   train->add_option("--worker-dir", arguments->worker_dir,
                     "multi_worker_mirrored: worker r > 0 writes its own files to DIR/worker-r, not RUN_DIR/worker-r "
                     "(on Kubernetes, a folder of its pod's; rank 0 alone writes the run directory)");
@@ -55,7 +59,8 @@ Command add_train_command(CLI::App& app, const int& threads) {
                                          "serve Prometheus metrics on this port at /metrics (off unless given)");
   metrics_port->check(port_number(/*zero_picks_a_free_port=*/true));
   train->add_option("--metrics-address", monitoring->metrics_address, "the address /metrics listens on")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty("an address, e.g. 127.0.0.1 or 0.0.0.0"));
   train
       ->add_option("--metrics-linger", monitoring->metrics_linger_seconds,
                    "seconds to keep serving /metrics after training, for a last scrape")
@@ -92,6 +97,11 @@ Command add_train_command(CLI::App& app, const int& threads) {
     if (!arguments->assume_devices.empty() && !arguments->dry_run) {
       throw InvalidArgument(fmt::format("--assume-devices {} without --dry-run", arguments->assume_devices),
                             "a run trains on the devices it has; add --dry-run to check for others");
+    }
+    // A new run inside another run's folders (RUN/checkpoints) would write among that run's files,
+    // and --overwrite would move them aside.
+    if (options.start != train::RunStart::kResume && !options.run_dir.empty()) {
+      train::refuse_output_onto_a_run_file(options.run_dir, "--run-dir");
     }
     if (!arguments->summary_path.empty()) {
       train::refuse_output_onto_a_run_file(arguments->summary_path, "--summary");
