@@ -9,6 +9,7 @@
 #include "nimbus/base/size_units.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/graph/cost.h"
+#include "nimbus/ops/for_kernels/attention_geometry.h"
 #include "nimbus/ops/fused_elementwise.h"
 
 namespace nimbus::graph {
@@ -55,6 +56,34 @@ uint64_t workspace_bytes(const Graph& graph, int threads) {
   return any + static_cast<uint64_t>(std::max(threads - 1, 0)) * parallel;
 }
 
+// The CPU attention kernels' per-thread scratch (attention_geometry.h), kept by each thread at the
+// largest it has needed, apart from the fused kernels': a thread per task, up to `threads`.
+uint64_t attention_workspace_bytes(const Graph& graph, int threads) {
+  int64_t forward_floats = 0, forward_threads = 0, backward_floats = 0, backward_threads = 0;
+  for (const Node& node : graph.nodes()) {
+    if (node.removed || node.kind != NodeKind::kOp) continue;
+    const bool is_forward = node.op->name == "scaled_dot_product_attention";
+    if (!is_forward && node.op->name != "scaled_dot_product_attention_backward") continue;
+    const Shape& q = graph.spec(node.inputs[is_forward ? 0 : 1]).shape;
+    const Shape& v = graph.spec(node.inputs[is_forward ? 2 : 3]).shape;
+    const int64_t batch_heads = q[0] * q[1];
+    if (is_forward) {
+      const int64_t blocks = (q[2] + internal::kAttentionQueryBlock - 1) / internal::kAttentionQueryBlock;
+      forward_floats = std::max(forward_floats, internal::attention_forward_scratch_floats(q[3], v[3]));
+      forward_threads = std::max(forward_threads, std::min<int64_t>(threads, batch_heads * blocks));
+    } else {
+      backward_floats = std::max(backward_floats, internal::attention_backward_scratch_floats(q[2], q[3], v[3]));
+      backward_threads = std::max(backward_threads, std::min<int64_t>(threads, batch_heads));
+    }
+  }
+  // One storage per thread for both ops, at the larger size where a thread ran both.
+  int64_t floats = 0;
+  for (int64_t t = 0; t < threads; ++t) {
+    floats += std::max(t < forward_threads ? forward_floats : 0, t < backward_threads ? backward_floats : 0);
+  }
+  return static_cast<uint64_t>(floats) * sizeof(float);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_memory(const Graph& graph, const MemoryPlan& plan, const MemoryEstimateOptions& options) {
@@ -68,7 +97,8 @@ MemoryEstimate estimate_memory(const Graph& graph, const MemoryPlan& plan, const
   estimate.activation_bytes = plan.arena_bytes - estimate.gradient_bytes;
   estimate.input_bytes = cost.input_bytes;
   estimate.output_bytes = cost.output_bytes;
-  estimate.workspace_bytes = workspace_bytes(graph, options.threads > 0 ? options.threads : compute_threads());
+  const int threads = options.threads > 0 ? options.threads : compute_threads();
+  estimate.workspace_bytes = workspace_bytes(graph, threads) + attention_workspace_bytes(graph, threads);
   estimate.framework_reserve_bytes = options.framework_reserve_bytes;
   if (options.master_weights) {
     for (const Node& node : graph.nodes()) {

@@ -249,13 +249,13 @@ const bool kAttentionReference = register_kernel(
        });
      }});
 
-// The causal bias of the unfused form: 0 where key s <= query t, -inf above the diagonal.
+// The causal bias of the unfused form, (1, 1, T, S): 0 where key s <= query t, -inf above the diagonal.
 Tensor causal_bias(int64_t queries, int64_t keys, DType dtype, Device device) {
   std::vector<float> bias(static_cast<size_t>(queries * keys), 0.0f);
   for (int64_t t = 0; t < queries; ++t) {
     for (int64_t s = t + 1; s < keys; ++s) bias[static_cast<size_t>(t * keys + s)] = -INFINITY;
   }
-  return cast(Tensor::from_vector(bias, Shape{queries, keys}, device), dtype);
+  return cast(Tensor::from_vector(bias, Shape{1, 1, queries, keys}, device), dtype);
 }
 
 // A mask of rank 2 (T, S) or 3 (B, T, S) as rank 4 (·, 1, T, S).
