@@ -12,10 +12,12 @@
 
 #include "nimbus/autodiff/gradient_tape.h"
 #include "nimbus/device/backend.h"
+#include "nimbus/graph/cost.h"
 #include "nimbus/graph/function.h"
 #include "nimbus/graph/memory_estimate.h"
 #include "nimbus/graph/passes.h"
 #include "nimbus/nimbus.h"
+#include "nimbus/ops/registry.h"
 #include "support/tensor_compare.h"
 
 namespace nimbus::graph {
@@ -107,6 +109,20 @@ TEST(AttentionFusion, LeavesMatmulsThatAreNotAttention) {
     return std::vector<Tensor>{matmul(p, in[2]), p};
   });
   EXPECT_EQ(count_ops(shared.traced_for(args).optimized, "scaled_dot_product_attention"), 0);
+}
+
+TEST(AttentionCost, CountsBothProductsPerQueryKeyPairHalvedWhenCausal) {
+  for (bool causal : {false, true}) {
+    Graph g;
+    const TensorSpec q{Shape{2, 3, 9, 8}, DType::kF32}, v{Shape{2, 3, 10, 4}, DType::kF32};
+    const int a = g.add_argument(0, q), b = g.add_argument(1, {Shape{2, 3, 10, 8}, DType::kF32}),
+              c = g.add_argument(2, v);
+    const int node =
+        g.add_op(OpRegistry::global().get("scaled_dot_product_attention"), Attrs{{"scale", 0.5}, {"causal", causal}},
+                 {{a, 0}, {b, 0}, {c, 0}}, {{Shape{2, 3, 9, 4}, DType::kF32}, {Shape{2, 3, 9}, DType::kF32}});
+    const double pairs = 2 * 3 * 9 * 10 * (causal ? 0.5 : 1.0);
+    EXPECT_DOUBLE_EQ(node_cost(g, node).flops, pairs * 2 * (8 + 4));
+  }
 }
 
 // A traced training step of the fused op: the graph's memory estimate (the plan's arena, the outputs
