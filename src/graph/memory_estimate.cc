@@ -56,10 +56,11 @@ uint64_t workspace_bytes(const Graph& graph, int threads) {
   return any + static_cast<uint64_t>(std::max(threads - 1, 0)) * parallel;
 }
 
-// The CPU attention kernels' per-thread scratch (attention_geometry.h), kept by each thread at the
-// largest it has needed, apart from the fused kernels': a thread per task, up to `threads`.
+// The CPU attention kernels' scratch (attention_geometry.h): a call takes it from the allocator for
+// its threads (a thread per task, up to `threads`) and returns it at its end, while the planned arena
+// is in use: the largest call's.
 uint64_t attention_workspace_bytes(const Graph& graph, int threads) {
-  int64_t forward_floats = 0, forward_threads = 0, backward_floats = 0, backward_threads = 0;
+  int64_t largest = 0;
   for (const Node& node : graph.nodes()) {
     if (node.removed || node.kind != NodeKind::kOp) continue;
     const bool is_forward = node.op->name == "scaled_dot_product_attention";
@@ -67,21 +68,13 @@ uint64_t attention_workspace_bytes(const Graph& graph, int threads) {
     const Shape& q = graph.spec(node.inputs[is_forward ? 0 : 1]).shape;
     const Shape& v = graph.spec(node.inputs[is_forward ? 2 : 3]).shape;
     const int64_t batch_heads = q[0] * q[1];
-    if (is_forward) {
-      const int64_t blocks = (q[2] + internal::kAttentionQueryBlock - 1) / internal::kAttentionQueryBlock;
-      forward_floats = std::max(forward_floats, internal::attention_forward_scratch_floats(q[3], v[3]));
-      forward_threads = std::max(forward_threads, std::min<int64_t>(threads, batch_heads * blocks));
-    } else {
-      backward_floats = std::max(backward_floats, internal::attention_backward_scratch_floats(q[2], q[3], v[3]));
-      backward_threads = std::max(backward_threads, std::min<int64_t>(threads, batch_heads));
-    }
+    const int64_t blocks = (q[2] + internal::kAttentionQueryBlock - 1) / internal::kAttentionQueryBlock;
+    const int64_t floats = is_forward ? internal::attention_forward_scratch_floats(q[3], v[3])
+                                      : internal::attention_backward_scratch_floats(q[2], q[3], v[3]);
+    const int64_t tasks = is_forward ? batch_heads * blocks : batch_heads;
+    largest = std::max(largest, floats * std::min<int64_t>(threads, tasks));
   }
-  // One storage per thread for both ops, at the larger size where a thread ran both.
-  int64_t floats = 0;
-  for (int64_t t = 0; t < threads; ++t) {
-    floats += std::max(t < forward_threads ? forward_floats : 0, t < backward_threads ? backward_floats : 0);
-  }
-  return static_cast<uint64_t>(floats) * sizeof(float);
+  return static_cast<uint64_t>(largest) * sizeof(float);
 }
 
 }  // namespace

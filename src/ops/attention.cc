@@ -27,15 +27,20 @@ namespace {
 
 using internal::AttentionGeometry;
 
-// Shapes: q (B, H, T, D), k (B, H, S, D), v (B, H, S, Dv), mask (B or 1, H or 1, T, S) at `first`.
-void check_attention_inputs(const InferContext& ctx, int first) {
-  const auto input = [&](int i) -> const TensorSpec& { return ctx.inputs[static_cast<size_t>(first + i)]; };
+// Shapes: q (B, H, T, D), k (B, H, S, D), v (B, H, S, Dv) from input `first` on, and a mask
+// (B or 1, H or 1, T or 1, S) at `mask_index` when the call has that many inputs.
+void check_attention_inputs(const InferContext& ctx, int first, int mask_index) {
+  const int count = static_cast<int>(ctx.inputs.size());
+  if (count != mask_index && count != mask_index + 1) {
+    ctx.fail(fmt::format("takes {} inputs, or {} with a mask; got {}", mask_index, mask_index + 1, count));
+  }
+  const int indices[] = {first, first + 1, first + 2, mask_index};
+  const auto input = [&](int i) -> const TensorSpec& { return ctx.inputs[static_cast<size_t>(indices[i])]; };
   const char* names[] = {"q", "k", "v", "mask"};
-  const int count = static_cast<int>(ctx.inputs.size()) - first;
-  if (count < 3 || count > 4) ctx.fail(fmt::format("takes q, k, v and an optional mask, got {} inputs", count));
+  const int tensors = count > mask_index ? 4 : 3;
   ctx.expect_floating(first);
-  for (int i = 0; i < count; ++i) {
-    ctx.expect_same_dtype(first, first + i);
+  for (int i = 0; i < tensors; ++i) {
+    ctx.expect_same_dtype(first, indices[i]);
     if (input(i).shape.rank() != 4) {
       ctx.fail(fmt::format("{} has shape {}; attention needs rank 4: (batch, heads, sequence, features)", names[i],
                            input(i).shape.to_string()),
@@ -47,11 +52,11 @@ void check_attention_inputs(const InferContext& ctx, int first) {
     ctx.fail(fmt::format("q {}, k {} and v {} must be (B, H, T, D), (B, H, S, D) and (B, H, S, Dv)", q.to_string(),
                          k.to_string(), v.to_string()));
   }
-  if (count == 4) {
+  if (tensors == 4) {
     const Shape& mask = input(3).shape;
     const bool batch_ok = mask[0] == 1 || mask[0] == q[0], heads_ok = mask[1] == 1 || mask[1] == q[1];
-    if (!batch_ok || !heads_ok || mask[2] != q[2] || mask[3] != k[2]) {
-      ctx.fail(fmt::format("mask has shape {}; for q {} and k {} it must be ({} or 1, {} or 1, {}, {})",
+    if (!batch_ok || !heads_ok || (mask[2] != 1 && mask[2] != q[2]) || mask[3] != k[2]) {
+      ctx.fail(fmt::format("mask has shape {}; for q {} and k {} it must be ({} or 1, {} or 1, {} or 1, {})",
                            mask.to_string(), q.to_string(), k.to_string(), q[0], q[1], q[2], k[2]));
     }
   }
@@ -94,7 +99,7 @@ const OpSchema& kAttentionBackward = define_op({
     .variadic_inputs = true,
     .infer =
         [](const InferContext& ctx) {
-          check_attention_inputs(ctx, 1);
+          check_attention_inputs(ctx, 1, 7);
           const TensorSpec &q = ctx.inputs[1], &k = ctx.inputs[2], &v = ctx.inputs[3];
           const Shape out_shape{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
           const Shape rows{q.shape[0], q.shape[1], q.shape[2]};
@@ -190,7 +195,7 @@ const OpSchema& kAttention = define_op({
     .variadic_inputs = true,
     .infer =
         [](const InferContext& ctx) {
-          check_attention_inputs(ctx, 0);
+          check_attention_inputs(ctx, 0, 3);
           const TensorSpec &q = ctx.inputs[0], &v = ctx.inputs[2];
           return std::vector<TensorSpec>{{Shape{q.shape[0], q.shape[1], q.shape[2], v.shape[3]}, q.dtype},
                                          {Shape{q.shape[0], q.shape[1], q.shape[2]}, statistic_dtype(q.dtype)}};

@@ -87,8 +87,9 @@ AttentionResult run_attention(const AttentionInputs& in, const AttentionCase& c,
           cast(grads[2], DType::kF64)};
 }
 
+// With one key the probabilities are 1 whatever q and k are: their gradients are exactly zero.
 void expect_close(const AttentionResult& actual, const AttentionResult& expected, double tolerance,
-                  const std::string& what) {
+                  const std::string& what, bool single_key) {
   const std::pair<const char*, std::pair<Tensor, Tensor>> pairs[] = {{"out", {actual.out, expected.out}},
                                                                      {"grad_q", {actual.grad_q, expected.grad_q}},
                                                                      {"grad_k", {actual.grad_k, expected.grad_k}},
@@ -96,9 +97,12 @@ void expect_close(const AttentionResult& actual, const AttentionResult& expected
   for (const auto& [name, tensors] : pairs) {
     const Comparison comparison = compare_tensors(tensors.first, tensors.second, tolerance);
     EXPECT_TRUE(comparison.ok) << what << ", " << name << ": " << comparison.message;
-    EXPECT_LT(zero_fraction(tensors.first), 0.5) << what << ", " << name << " is mostly zeros";
+    const bool zero_gradient = single_key && (std::string(name) == "grad_q" || std::string(name) == "grad_k");
+    if (!zero_gradient) EXPECT_LT(zero_fraction(tensors.first), 0.5) << what << ", " << name << " is mostly zeros";
   }
 }
+
+void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name(); }
 
 std::vector<AttentionCase> attention_cases() {
   std::vector<AttentionCase> cases;
@@ -116,9 +120,13 @@ TEST_P(FusedAttention, MatchesTheUnfusedOpsInF64) {
   const AttentionCase& c = GetParam();
   const AttentionInputs in = make_attention_inputs(c);
   const AttentionResult reference = run_attention(in, c, DType::kF64, false);
-  expect_close(run_attention(in, c, c.dtype, true), reference, c.tolerance(), "fused " + c.name());
-  // The unfused ops in the same dtype meet the same bar: the fused op loses nothing to them.
-  expect_close(run_attention(in, c, c.dtype, false), reference, c.tolerance(), "unfused " + c.name());
+  expect_close(run_attention(in, c, c.dtype, true), reference, c.tolerance(), "fused " + c.name(), c.sequence == 1);
+  // In f32 the unfused ops meet the same bar. In bf16 they round the scores and probabilities to
+  // bf16 between ops (errors up to 2.6e-2 measured), which the fused op, in f32 inside, does not.
+  if (c.dtype == DType::kF32) {
+    expect_close(run_attention(in, c, c.dtype, false), reference, c.tolerance(), "unfused " + c.name(),
+                 c.sequence == 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FusedAttention, ::testing::ValuesIn(attention_cases()),
@@ -182,7 +190,8 @@ TEST_P(AttentionVsTorch, MatchesTorchAttentionWrittenInOps) {
   };
   const AttentionResult torch{torch_tensor("out", in.q), torch_tensor("grad_q", in.q), torch_tensor("grad_k", in.k),
                               torch_tensor("grad_v", in.v)};
-  expect_close(run_attention(in, c, c.dtype, true), torch, c.tolerance(), "fused vs torch " + c.name());
+  expect_close(run_attention(in, c, c.dtype, true), torch, c.tolerance(), "fused vs torch " + c.name(),
+               c.sequence == 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionVsTorch, ::testing::ValuesIn(attention_cases()),

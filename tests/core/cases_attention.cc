@@ -49,6 +49,14 @@ NIMBUS_OP_CASES(attention) {
                  .check_gradient = size.gradient});
   }
 
+  // A key-padding mask (B, 1, 1, S), broadcast over heads and queries, with causal on top.
+  std::vector<InputSpec> padded = attention_inputs(2, 2, 6, 6, 4, 5);
+  padded.push_back({{2, 1, 1, 6}, DType::kF32, -3, 1});
+  add_op_case({.name = "attention_key_padding_causal",
+               .op = "scaled_dot_product_attention",
+               .inputs = padded,
+               .attrs = {{"scale", 0.5}, {"causal", true}}});
+
   for (bool causal : {false, true}) {
     // grad_out, q, k, v, out, logsumexp, grad_logsumexp: any values; the kernels must agree on them.
     const int64_t b = 1, h = 2, t = 67, s = 67, d = 9, dv = 12;

@@ -73,7 +73,7 @@ Tensor dropout(const Tensor& x, double rate, Generator* generator = nullptr);
 //
 //   Tensor y = scaled_dot_product_attention(q, k, v, {.causal = true});
 struct AttentionOptions {
-  Tensor mask = {};             // added to the scores: (T, S), (B or 1, T, S) or (B or 1, H or 1, T, S)
+  Tensor mask = {};             // added to the scores: (T, S), (B or 1, T, S) or (B or 1, H or 1, T or 1, S)
   bool causal = false;          // query t attends to keys s <= t only (top-left aligned, as Keras and torch)
   std::optional<double> scale;  // default 1 / sqrt(D)
   double dropout = 0;           // on the probabilities; above 0 the call runs the unfused form

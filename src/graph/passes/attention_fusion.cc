@@ -10,7 +10,8 @@
 // step keeps the unfused form (MultiHeadAttention calls the fused op itself,
 // whose gradient is fused too). The scale must be a one-element constant (as
 // constant folding leaves it) and the mask a rank-4 value that broadcasts over
-// batch and heads only. The fused node takes the place of the last matmul.
+// batch, heads and queries only (a key-padding mask is (B, 1, 1, S)). The fused node takes the place of the last
+// matmul.
 #include <map>
 
 #include "nimbus/graph/passes.h"
@@ -91,7 +92,7 @@ int fuse_attention(Graph& graph) {
       const TensorSpec& mask_spec = graph.spec(mask);
       const Shape& m = mask_spec.shape;
       if (mask_spec.dtype != q_spec.dtype || m.rank() != 4 || (m[0] != 1 && m[0] != q_spec.shape[0]) ||
-          (m[1] != 1 && m[1] != q_spec.shape[1]) || m[2] != q_spec.shape[2] || m[3] != k_spec.shape[2]) {
+          (m[1] != 1 && m[1] != q_spec.shape[1]) || (m[2] != 1 && m[2] != q_spec.shape[2]) || m[3] != k_spec.shape[2]) {
         continue;
       }
     }

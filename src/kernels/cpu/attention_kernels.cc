@@ -16,9 +16,9 @@
 //
 // The products run through one register-tiled loop, c (m x n) += a (m x k) b (k x n),
 // with n a multiple of 16: blocks are copied to f32 scratch padded to 16 features (zeros),
-// so every call is whole vectors (64-byte on AVX-512, 32-byte otherwise). Scratch is one
-// allocator Storage per thread, of the size attention_geometry.h states (the memory
-// estimate counts the same). With score_gradient (a mask that needs its gradient) the
+// so every call is whole vectors (64-byte on AVX-512, 32-byte otherwise). Each call takes
+// its scratch from the allocator, per thread the size attention_geometry.h states (the
+// memory estimate counts the same), and returns it when done. With score_gradient (a mask that needs its gradient) the
 // backward op goes to the reference kernel.
 #include <omp.h>
 
@@ -26,7 +26,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <memory>
 
 #include "nimbus/device/device.h"
 #include "nimbus/ops/for_kernels/attention_geometry.h"
@@ -181,20 +180,17 @@ NIMBUS_ALWAYS_INLINE float attention_exp_row(float* row, float shift) {
   return total;
 }
 
-// One thread's f32 scratch, an allocator Storage kept at the largest size asked for.
-float* attention_scratch(int64_t floats) {
-  thread_local std::shared_ptr<Storage> scratch;
-  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-  if (scratch == nullptr || scratch->bytes() < bytes) scratch = std::make_shared<Storage>(Device::cpu(), bytes);
-  return static_cast<float*>(scratch->data());
-}
-
-// Calls task(t) for t in [0, tasks) over the compute pool, dynamically (causal tasks differ in work).
+// Calls task(t, scratch) for t in [0, tasks) over the compute pool, dynamically (causal tasks differ in
+// work), each thread with its own `floats` of f32 scratch. The scratch is one allocator Storage for the
+// call, taken before the threads start (an allocation failure must not leave an OpenMP region).
 template <typename Task>
-void attention_parallel(int64_t tasks, const Task& task) {
+void attention_parallel(int64_t tasks, int64_t floats, const Task& task) {
+  if (tasks <= 0) return;
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
+  Storage scratch(Device::cpu(), static_cast<size_t>(floats * threads) * sizeof(float));
+  float* base = static_cast<float*>(scratch.data());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t t = 0; t < tasks; ++t) task(t);
+  for (int64_t t = 0; t < tasks; ++t) task(t, base + floats * omp_get_thread_num());
 }
 
 // ---- forward ----
@@ -208,12 +204,13 @@ struct AttentionForwardCall {
 };
 
 template <typename V, typename Mask>
-NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& call, int64_t bh, int64_t i0) {
+NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& call, int64_t bh, int64_t i0,
+                                                  float* scratch) {
   const AttentionGeometry& g = call.g;
   const int64_t d = g.head_size, dv = g.value_size, dp = attention_padded(d), dvp = attention_padded(dv);
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock, rows = std::min(br, g.queries - i0);
   const size_t element = dtype_size(call.dtype);
-  float* q_block = attention_scratch(internal::attention_forward_scratch_floats(d, dv));
+  float* q_block = scratch;
   float* k_rows = q_block + br * dp;  // bc x d
   float* key_t = k_rows + bc * d;     // d x bc
   float* v_block = key_t + d * bc;    // bc x dvp
@@ -263,20 +260,22 @@ NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& ca
 }
 
 template <typename Mask>
-NIMBUS_TARGET_AVX512 void attention_forward_block_avx512(const AttentionForwardCall& call, int64_t bh, int64_t i0) {
-  attention_forward_block<simd::Vec<float, 64>, Mask>(call, bh, i0);
+NIMBUS_TARGET_AVX512 void attention_forward_block_avx512(const AttentionForwardCall& call, int64_t bh, int64_t i0,
+                                                         float* scratch) {
+  attention_forward_block<simd::Vec<float, 64>, Mask>(call, bh, i0, scratch);
 }
 
 template <typename Mask>
 void run_attention_forward(const AttentionForwardCall& call) {
   const int64_t blocks = (call.g.queries + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   const bool wide = has_avx512();
-  attention_parallel(call.g.batch_heads * blocks, [&](int64_t task) {
+  const int64_t floats = internal::attention_forward_scratch_floats(call.g.head_size, call.g.value_size);
+  attention_parallel(call.g.batch_heads * blocks, floats, [&](int64_t task, float* scratch) {
     const int64_t bh = task / blocks, i0 = task % blocks * kAttentionQueryBlock;
     if (wide) {
-      attention_forward_block_avx512<Mask>(call, bh, i0);
+      attention_forward_block_avx512<Mask>(call, bh, i0, scratch);
     } else {
-      attention_forward_block<simd::Vec<float>, Mask>(call, bh, i0);
+      attention_forward_block<simd::Vec<float>, Mask>(call, bh, i0, scratch);
     }
   });
 }
@@ -292,23 +291,23 @@ struct AttentionBackwardCall {
 };
 
 template <typename V, typename Mask>
-NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& call, int64_t bh) {
+NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& call, int64_t bh, float* scratch) {
   const AttentionGeometry& g = call.g;
   const int64_t d = g.head_size, dv = g.value_size, dp = attention_padded(d), dvp = attention_padded(dv);
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock, t = g.queries;
   const size_t element = dtype_size(call.dtype);
-  float* k_block = attention_scratch(internal::attention_backward_scratch_floats(t, d, dv));  // bc x dp
-  float* key_t = k_block + bc * dp;                                                           // d x bc
-  float* value_t = key_t + d * bc;                                                            // dv x bc
-  float* grad_k = value_t + dv * bc;                                                          // bc x dp
-  float* grad_v = grad_k + bc * dp;                                                           // bc x dvp
-  float* q_block = grad_v + bc * dvp;                                                         // br x dp, scaled
-  float* grad_out = q_block + br * dp;                                                        // br x dvp
-  float* probabilities = grad_out + br * dvp;                                                 // br x bc
-  float* grad_scores = probabilities + br * bc;                                               // br x bc
-  float* probabilities_t = grad_scores + br * bc;                                             // bc x br
-  float* grad_scores_t = probabilities_t + bc * br;                                           // bc x br
-  float* grad_q = grad_scores_t + bc * br;                                                    // t x dp
+  float* k_block = scratch;                          // bc x dp
+  float* key_t = k_block + bc * dp;                  // d x bc
+  float* value_t = key_t + d * bc;                   // dv x bc
+  float* grad_k = value_t + dv * bc;                 // bc x dp
+  float* grad_v = grad_k + bc * dp;                  // bc x dvp
+  float* q_block = grad_v + bc * dvp;                // br x dp, scaled
+  float* grad_out = q_block + br * dp;               // br x dvp
+  float* probabilities = grad_out + br * dvp;        // br x bc
+  float* grad_scores = probabilities + br * bc;      // br x bc
+  float* probabilities_t = grad_scores + br * bc;    // bc x br
+  float* grad_scores_t = probabilities_t + bc * br;  // bc x br
+  float* grad_q = grad_scores_t + bc * br;           // t x dp
   float* delta = grad_q + t * dp;
   float* lse = delta + t;
 
@@ -380,18 +379,21 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
 }
 
 template <typename Mask>
-NIMBUS_TARGET_AVX512 void attention_backward_slice_avx512(const AttentionBackwardCall& call, int64_t bh) {
-  attention_backward_slice<simd::Vec<float, 64>, Mask>(call, bh);
+NIMBUS_TARGET_AVX512 void attention_backward_slice_avx512(const AttentionBackwardCall& call, int64_t bh,
+                                                          float* scratch) {
+  attention_backward_slice<simd::Vec<float, 64>, Mask>(call, bh, scratch);
 }
 
 template <typename Mask>
 void run_attention_backward(const AttentionBackwardCall& call) {
   const bool wide = has_avx512();
-  attention_parallel(call.g.batch_heads, [&](int64_t bh) {
+  const int64_t floats =
+      internal::attention_backward_scratch_floats(call.g.queries, call.g.head_size, call.g.value_size);
+  attention_parallel(call.g.batch_heads, floats, [&](int64_t bh, float* scratch) {
     if (wide) {
-      attention_backward_slice_avx512<Mask>(call, bh);
+      attention_backward_slice_avx512<Mask>(call, bh, scratch);
     } else {
-      attention_backward_slice<simd::Vec<float>, Mask>(call, bh);
+      attention_backward_slice<simd::Vec<float>, Mask>(call, bh, scratch);
     }
   });
 }

@@ -29,6 +29,7 @@ kernels::AttentionShape attention_shape(const KernelContext& ctx, int first) {
           .value_size = g.value_size,
           .mask_batch_stride = g.mask_batch_stride,
           .mask_head_stride = g.mask_head_stride,
+          .mask_query_stride = g.mask_query_stride,
           .scale = static_cast<float>(g.scale),
           .causal = g.causal};
 }

@@ -28,16 +28,17 @@ struct AttentionGeometry {
       const Shape& mask = ctx.inputs[mask_index].shape();
       mask_batch_stride = mask[0] == 1 ? 0 : mask[1] * queries * keys;
       mask_head_stride = mask[1] == 1 ? 0 : queries * keys;
+      mask_query_stride = mask[2] == 1 ? 0 : keys;
     }
   }
 
   // Where the mask row of query i of (batch x heads) slice bh starts.
   int64_t mask_offset(int64_t bh, int64_t i) const {
-    return bh / heads * mask_batch_stride + bh % heads * mask_head_stride + i * keys;
+    return bh / heads * mask_batch_stride + bh % heads * mask_head_stride + i * mask_query_stride;
   }
 
   int64_t batch_heads = 0, heads = 0, queries = 0, keys = 0, head_size = 0, value_size = 0;
-  int64_t mask_batch_stride = 0, mask_head_stride = 0;
+  int64_t mask_batch_stride = 0, mask_head_stride = 0, mask_query_stride = 0;  // 0 where the mask broadcasts
   double scale = 1;
   bool causal = false;
 };

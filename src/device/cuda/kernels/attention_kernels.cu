@@ -47,7 +47,8 @@ __device__ __forceinline__ __half from_float<__half>(float x) {
 template <typename T>
 __device__ __forceinline__ float mask_at(const T* mask, const AttentionShape& s, int64_t bh, int64_t i, int64_t j) {
   if (mask == nullptr) return 0.0f;
-  const int64_t offset = bh / s.heads * s.mask_batch_stride + bh % s.heads * s.mask_head_stride + i * s.keys + j;
+  const int64_t offset =
+      bh / s.heads * s.mask_batch_stride + bh % s.heads * s.mask_head_stride + i * s.mask_query_stride + j;
   return to_float(mask[offset]);
 }
 

@@ -2,7 +2,7 @@
 // plain C++17 with the runtime's types, like kernels.h. FlashAttention's
 // forward and backward for scaled_dot_product_attention (src/ops/attention.cc):
 // q (B, H, T, D), k (B, H, S, D), v (B, H, S, Dv), an optional additive mask
-// (B or 1, H or 1, T, S) of the inputs' type, all contiguous; f32, bf16 or f16
+// (B or 1, H or 1, T or 1, S) of the inputs' type, all contiguous; f32, bf16 or f16
 // storage computed in f32; logsumexp and its gradient are f32.
 #pragma once
 
@@ -19,7 +19,7 @@ inline constexpr int64_t kAttentionMaxHeadSize = 128;
 
 struct AttentionShape {
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, head_size = 0, value_size = 0;
-  int64_t mask_batch_stride = 0, mask_head_stride = 0;  // 0 where the mask broadcasts
+  int64_t mask_batch_stride = 0, mask_head_stride = 0, mask_query_stride = 0;  // 0 where the mask broadcasts
   float scale = 1;
   bool causal = false;
 };
