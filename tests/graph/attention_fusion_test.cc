@@ -17,6 +17,7 @@
 #include "nimbus/graph/memory_estimate.h"
 #include "nimbus/graph/passes.h"
 #include "nimbus/nimbus.h"
+#include "nimbus/nn/layers.h"
 #include "nimbus/ops/registry.h"
 #include "support/tensor_compare.h"
 
@@ -109,6 +110,30 @@ TEST(AttentionFusion, LeavesMatmulsThatAreNotAttention) {
     return std::vector<Tensor>{matmul(p, in[2]), p};
   });
   EXPECT_EQ(count_ops(shared.traced_for(args).optimized, "scaled_dot_product_attention"), 0);
+}
+
+// MultiHeadAttention calls the fused op itself: its traced training step (causal) holds the fused op
+// and its backward op, no softmax, and matches the eager step.
+TEST(AttentionFusion, MultiHeadAttentionsTracedTrainingStepHoldsTheFusedOpAndNoSoftmax) {
+  nn::Layer attention = nn::MultiHeadAttention(2, 4, {.use_causal_mask = true});
+  Generator generator(9);
+  const Tensor x = random_normal({2, 10, 8}, 0, 1, DType::kF32, Device::cpu(), &generator);
+  const auto step = [&](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    const Tensor out = attention({in[0], in[0]}, /*training=*/true)[0];
+    std::vector<Tensor> results = {out};
+    for (const Tensor& grad : tape.gradient(sum(out * out), attention->trainable_weights())) results.push_back(grad);
+    return results;
+  };
+  const std::vector<Tensor> eager = step({x});
+  Function traced = function(step);
+  const TracedGraph& graphs = traced.traced_for({x});
+  EXPECT_EQ(count_ops(graphs.optimized, "scaled_dot_product_attention"), 1) << graphs.optimized.to_text();
+  EXPECT_EQ(count_ops(graphs.optimized, "scaled_dot_product_attention_backward"), 1);
+  EXPECT_EQ(count_ops(graphs.optimized, "softmax"), 0);
+  const std::vector<Tensor> results = traced({x});
+  ASSERT_EQ(results.size(), eager.size());
+  for (size_t i = 0; i < results.size(); ++i) EXPECT_LE(testing::relative_error(results[i], eager[i]), 1e-5) << i;
 }
 
 TEST(AttentionCost, CountsBothProductsPerQueryKeyPairHalvedWhenCausal) {

@@ -26,9 +26,10 @@ struct AttentionGeometry {
     const size_t mask_index = static_cast<size_t>(first + 3 + (first == 1 ? 3 : 0));
     if (ctx.inputs.size() > mask_index) {
       const Shape& mask = ctx.inputs[mask_index].shape();
-      mask_batch_stride = mask[0] == 1 ? 0 : mask[1] * queries * keys;
-      mask_head_stride = mask[1] == 1 ? 0 : queries * keys;
+      // Contiguous (B or 1, H or 1, T or 1, S): a size-1 axis has stride 0.
       mask_query_stride = mask[2] == 1 ? 0 : keys;
+      mask_head_stride = mask[1] == 1 ? 0 : mask[2] * keys;
+      mask_batch_stride = mask[0] == 1 ? 0 : mask[1] * mask[2] * keys;
     }
   }
 
