@@ -42,6 +42,7 @@ step()
 times = []
 for _ in range(rounds):
     start = time.perf_counter(); step(); times.append(time.perf_counter() - start)
+    print(f"step pytorch {1e3 * times[-1]:.2f}")
 print(f"pytorch  {1e3 * statistics.median(times):10.1f} ms   range {1e3 * min(times):.1f} .. {1e3 * max(times):.1f} ms"
       f"   (torch {torch.__version__}, OpenBLAS core {corename}, OPENBLAS_CORETYPE={__import__('os').environ.get('OPENBLAS_CORETYPE', 'default')})")
 PY
@@ -49,16 +50,32 @@ PY
 # PyTorch's best OpenBLAS core on this machine: a short trial of each.
 best=default best_ms=1e30
 for coretype in SkylakeX Haswell default; do
-  line=$(if [ "$coretype" = default ]; then torch_attention 3; else OPENBLAS_CORETYPE=$coretype torch_attention 3; fi)
+  line=$(if [ "$coretype" = default ]; then torch_attention 3; else OPENBLAS_CORETYPE=$coretype torch_attention 3; fi |
+    grep -v '^step')
   ms=$(echo "$line" | awk '{print $2}')
   echo "trial: $line"
   if awk "BEGIN{exit !($ms < $best_ms)}"; then best=$coretype best_ms=$ms; fi
 done
 [ "$best" = default ] || export OPENBLAS_CORETYPE=$best
 echo "PyTorch runs with OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-default}"
+steps=$(mktemp)
 for round in $(seq "$rounds"); do
-  echo "== round $round"
-  build/release/bench/bench_attention --rounds 3
-  torch_attention 3
+  build/release/bench/bench_attention --rounds 3 | grep '^step' >>"$steps"
+  torch_attention 3 | grep '^step' >>"$steps"
 done
+echo "attention forward + backward, causal, f32, B 4 H 4 T 1024 D 64: $rounds rounds x 3 steps each"
+python3 - "$steps" <<'PY'
+import statistics, sys
+times = {}
+for line in open(sys.argv[1]):
+    _, who, ms = line.split()
+    times.setdefault(who, []).append(float(ms))
+fused = statistics.median(times["fused"])
+print(f"{'':8} {'median ms':>10} {'range ms':>18} {'fused speed-up':>15}")
+for who in ("fused", "unfused", "pytorch"):
+    t = times[who]
+    m = statistics.median(t)
+    print(f"{who:8} {m:10.1f} {min(t):8.1f} .. {max(t):7.1f} {m / fused:14.2f}x")
+PY
+rm -f "$steps"
 build/release/bench/bench_attention --rounds 1 --memory | sed -n '/peak memory/,$p'

@@ -2,7 +2,8 @@
 // (gradients of q, k and v), f32:
 //   time   causal, batch 4, 4 heads, head size 64, T = 1024 (or --sequence): the
 //          two forms alternate round by round so that a change of load hits both
-//          alike; prints each one's median and range, and the ratio of medians;
+//          alike; prints each step ("step fused MS"), each form's median and range,
+//          and the ratio of medians;
 //   memory the allocator's peak bytes in use during one such training step, less
 //          what was in use before it (the inputs), at T = 512, 1024 and 2048.
 // bench/attention_vs_torch.sh runs it beside PyTorch (docs/language_models.md).
@@ -70,6 +71,8 @@ void time_forms(int64_t sequence, int rounds) {
   for (int round = 0; round < rounds; ++round) {
     fused.push_back(seconds_of_step(in, true));
     unfused.push_back(seconds_of_step(in, false));
+    // One line per step, for bench/attention_vs_torch.sh to pool over its rounds.
+    fmt::print("step fused {:.2f}\nstep unfused {:.2f}\n", 1e3 * fused.back(), 1e3 * unfused.back());
   }
   const auto row = [](const char* form, const std::vector<double>& t) {
     fmt::print("{:8} {:>10.1f} ms   range {:.1f} .. {:.1f} ms\n", form, 1e3 * median(t),
