@@ -4,21 +4,24 @@
 // a final LayerNormalization and a Dense head over a 256-byte vocabulary;
 // context 128, batch 32, no dropout, AdamW 3e-4, next-byte cross-entropy on
 // random windows of a byte text. Trains WARMUP steps (tracing the step),
-// then STEPS timed steps, and prints one line "step_tokens_per_s X" per step.
+// then STEPS timed steps, and prints one line "step_tokens_per_s X" per step;
+// with --profile, also the kernels' time per op over the timed steps.
 // bench/gpt_vs_torch.sh runs it beside PyTorch's nn.TransformerEncoder form.
 //
-//   bench_gpt TEXT_FILE [STEPS] [WARMUP]
+//   bench_gpt TEXT_FILE [STEPS] [WARMUP] [--profile]
 #include <fmt/format.h>
 
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
+#include "nimbus/ops/op_profile.h"
 #include "nimbus/train/trainer.h"
 
 namespace {
@@ -46,7 +49,7 @@ nn::Model small_gpt() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: bench_gpt TEXT_FILE [STEPS] [WARMUP]\n");
+    fmt::print(stderr, "usage: bench_gpt TEXT_FILE [STEPS] [WARMUP] [--profile]\n");
     return 2;
   }
   std::ifstream file(argv[1], std::ios::binary);
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   }
   const int steps = argc > 2 ? std::stoi(argv[2]) : 20;
   const int warmup = argc > 3 ? std::stoi(argv[3]) : 3;
+  const bool profiled = argc > 4 && std::string(argv[4]) == "--profile";
 
   train::Trainer trainer = train::compile(
       small_gpt(), {.optimizer = train::AdamW({.learning_rate = 3e-4}),
@@ -79,6 +83,8 @@ int main(int argc, char** argv) {
     trainer.train_on_batch(x, y);
   }
   double loss = 0;
+  std::optional<OpProfile> profile;
+  if (profiled) profile.emplace();
   for (int i = 0; i < steps; ++i) {
     const auto [x, y] = batch();
     const auto begin = std::chrono::steady_clock::now();
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     fmt::print("step_tokens_per_s {:.1f}\n", kBatch * kContext / seconds);
   }
+  if (profile) fmt::print("{}", profile->to_string());
   fmt::print("nimbus small GPT: loss {:.3f} after {} steps\n", loss, warmup + steps);
   return 0;
 }
