@@ -1,7 +1,7 @@
 // scaled_dot_product_attention (the fused op and its gradient) against
 //   - the unfused ops (matmul, scale, mask add, softmax, matmul) run in f64: the reference;
 //   - PyTorch 1.13's attention written out in torch ops, in f64 on the same inputs
-//     (tests/core/attention_torch_reference.py, run once for every case);
+//     (tests/core/attention_torch_reference.py, one run over every case's inputs);
 // in f32 and bf16 (f32 accumulation), causal and with an additive mask, for T = 1, 7, 128
 // (two query blocks), 129 (a block and one row) and 1000. The bar is the cross-backend
 // harness's normalized error: 1e-5 for f32, 1e-2 for bf16.
@@ -145,57 +145,54 @@ std::vector<double> read_doubles(const std::filesystem::path& path) {
   return values;
 }
 
-class AttentionVsTorch : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  // Writes every case's inputs, then runs the torch script once over them all.
-  static void SetUpTestSuite() {
-    directory_ = std::filesystem::temp_directory_path() / fmt::format("nimbus_attention_torch_{}", ::getpid());
-    std::filesystem::create_directories(directory_);
-    for (const AttentionCase& c : attention_cases()) {
-      const std::filesystem::path dir = directory_ / c.name();
-      std::filesystem::create_directories(dir);
-      const AttentionInputs in = make_attention_inputs(c);
-      write_npy(dir / "q.npy", in.q);
-      write_npy(dir / "k.npy", in.k);
-      write_npy(dir / "v.npy", in.v);
-      write_npy(dir / "grad_out.npy", in.grad_out);
-      if (in.mask.defined()) write_npy(dir / "mask.npy", in.mask);
-      std::ofstream(dir / "attrs.txt") << (c.causal ? "causal" : "masked") << " 0.7\n";
-    }
-    const std::string command = fmt::format("{} {} {} > {} 2>&1", kPython, kTorchScript, directory_.string(),
-                                            (directory_ / "torch.log").string());
-    torch_status_ = std::system(command.c_str());
+// Every case at once: the inputs of each go to a folder of their own, one run of the torch script
+// (one Python start, about 2 s on a quiet machine) computes them all, then each case is compared.
+TEST(AttentionVsTorch, MatchesTorchAttentionWrittenInOpsInEveryCase) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / fmt::format("nimbus_attention_torch_{}", ::getpid());
+  const std::vector<AttentionCase> cases = attention_cases();
+  std::vector<AttentionInputs> inputs;
+  for (const AttentionCase& c : cases) {
+    const std::filesystem::path dir = root / c.name();
+    std::filesystem::create_directories(dir);
+    inputs.push_back(make_attention_inputs(c));
+    const AttentionInputs& in = inputs.back();
+    write_npy(dir / "q.npy", in.q);
+    write_npy(dir / "k.npy", in.k);
+    write_npy(dir / "v.npy", in.v);
+    write_npy(dir / "grad_out.npy", in.grad_out);
+    if (in.mask.defined()) write_npy(dir / "mask.npy", in.mask);
+    std::ofstream(dir / "attrs.txt") << (c.causal ? "causal" : "masked") << " 0.7\n";
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(directory_); }
-
-  static inline std::filesystem::path directory_;
-  static inline int torch_status_ = -1;
-};
-
-TEST_P(AttentionVsTorch, MatchesTorchAttentionWrittenInOps) {
-  const AttentionCase& c = GetParam();
-  if (torch_status_ != 0) {
-    std::ifstream log(directory_ / "torch.log");
-    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    if (text.find("No module named 'torch'") != std::string::npos) GTEST_SKIP() << kPython << " has no torch";
-    FAIL() << kTorchScript << " failed: " << text;
+  const std::filesystem::path log =
+      std::filesystem::temp_directory_path() / fmt::format("nimbus_attention_torch_{}.log", ::getpid());
+  const std::string command = fmt::format("{} {} {} > {} 2>&1", kPython, kTorchScript, root.string(), log.string());
+  const int status = std::system(command.c_str());
+  std::ifstream log_file(log);
+  const std::string log_text((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  if (status != 0) {
+    std::filesystem::remove_all(root);
+    if (log_text.find("No module named 'torch'") != std::string::npos) GTEST_SKIP() << kPython << " has no torch";
+    FAIL() << kTorchScript << " failed: " << log_text;
   }
-  const std::filesystem::path dir = directory_ / c.name();
-  const AttentionInputs in = make_attention_inputs(c);
-  const auto torch_tensor = [&](const char* name, const Tensor& like) {
-    std::vector<double> values = read_doubles(dir / (std::string(name) + ".f64"));
-    EXPECT_EQ(static_cast<int64_t>(values.size()), like.numel()) << name;
-    values.resize(static_cast<size_t>(like.numel()));
-    return Tensor::from_vector(values, like.shape());
-  };
-  const AttentionResult torch{torch_tensor("out", in.q), torch_tensor("grad_q", in.q), torch_tensor("grad_k", in.k),
-                              torch_tensor("grad_v", in.v)};
-  expect_close(run_attention(in, c, c.dtype, true), torch, c.tolerance(), "fused vs torch " + c.name(),
-               c.sequence == 1);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const AttentionCase& c = cases[i];
+    const AttentionInputs& in = inputs[i];
+    const std::filesystem::path dir = root / c.name();
+    const auto torch_tensor = [&](const char* name, const Tensor& like) {
+      std::vector<double> values = read_doubles(dir / (std::string(name) + ".f64"));
+      EXPECT_EQ(static_cast<int64_t>(values.size()), like.numel()) << c.name() << " " << name;
+      values.resize(static_cast<size_t>(like.numel()));
+      return Tensor::from_vector(values, like.shape());
+    };
+    const AttentionResult torch{torch_tensor("out", in.q), torch_tensor("grad_q", in.q), torch_tensor("grad_k", in.k),
+                                torch_tensor("grad_v", in.v)};
+    expect_close(run_attention(in, c, c.dtype, true), torch, c.tolerance(), "fused vs torch " + c.name(),
+                 c.sequence == 1);
+  }
+  std::filesystem::remove_all(root);
 }
-
-INSTANTIATE_TEST_SUITE_P(Cases, AttentionVsTorch, ::testing::ValuesIn(attention_cases()),
-                         [](const auto& info) { return info.param.name(); });
 
 // A row whose every key is masked (-inf) attends to nothing: output 0 and no NaN, in both kernels.
 TEST(FusedAttentionEdges, FullyMaskedRowGivesZeros) {
