@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
   const int warmup = argc > 3 ? std::stoi(argv[3]) : 3;
   const bool profiled = argc > 4 && std::string(argv[4]) == "--profile";
 
-  train::Trainer trainer = train::compile(
-      small_gpt(), {.optimizer = train::AdamW({.learning_rate = 3e-4}),
-                    .loss = train::SparseCategoricalCrossentropy({.from_logits = true})});
+  train::Trainer trainer =
+      train::compile(small_gpt(), {.optimizer = train::AdamW({.learning_rate = 3e-4}),
+                                   .loss = train::SparseCategoricalCrossentropy({.from_logits = true})});
   std::mt19937_64 random(1);
   std::uniform_int_distribution<size_t> start(0, text.size() - kContext - 2);
   const auto batch = [&] {
