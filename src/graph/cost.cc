@@ -48,6 +48,15 @@ double op_flops(const Graph& graph, const Node& node) {
   }
   if (name == "conv2d_backward_input") return convolution_flops(input(0), input(1));
   if (name == "conv2d_backward_filter") return convolution_flops(input(0), output);
+  if (name == "scaled_dot_product_attention" || name == "scaled_dot_product_attention_backward") {
+    // q kᵀ and p v per (query, key) pair, halved when causal; backward recomputes q kᵀ and adds
+    // grad_out vᵀ, pᵀ grad_out, dsᵀ q and ds k.
+    const bool forward = name == "scaled_dot_product_attention";
+    const Shape &q = input(forward ? 0 : 1), &v = input(forward ? 2 : 3);
+    const double pairs = static_cast<double>(q[0] * q[1] * q[2] * v[2]) * (node.attrs.get_bool("causal") ? 0.5 : 1);
+    const double d = static_cast<double>(q[3]), dv = static_cast<double>(v[3]);
+    return forward ? pairs * 2 * (d + dv) : pairs * 2 * (3 * d + 2 * dv);
+  }
   int64_t elements = 0;
   for (const ValueRef& in : node.inputs) elements = std::max(elements, graph.spec(in).shape.numel());
   for (const TensorSpec& out : node.outputs) elements = std::max(elements, out.shape.numel());

@@ -9,6 +9,7 @@
 #include "nimbus/base/size_units.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/graph/cost.h"
+#include "nimbus/ops/for_kernels/attention_geometry.h"
 #include "nimbus/ops/fused_elementwise.h"
 
 namespace nimbus::graph {
@@ -55,6 +56,27 @@ uint64_t workspace_bytes(const Graph& graph, int threads) {
   return any + static_cast<uint64_t>(std::max(threads - 1, 0)) * parallel;
 }
 
+// The CPU attention kernels' scratch (attention_geometry.h): a call takes it from the allocator for
+// its threads (a thread per task, up to `threads`) and returns it at its end, while the planned arena
+// is in use: the largest call's.
+uint64_t attention_workspace_bytes(const Graph& graph, int threads) {
+  int64_t largest = 0;
+  for (const Node& node : graph.nodes()) {
+    if (node.removed || node.kind != NodeKind::kOp) continue;
+    const bool is_forward = node.op->name == "scaled_dot_product_attention";
+    if (!is_forward && node.op->name != "scaled_dot_product_attention_backward") continue;
+    const Shape& q = graph.spec(node.inputs[is_forward ? 0 : 1]).shape;
+    const Shape& v = graph.spec(node.inputs[is_forward ? 2 : 3]).shape;
+    const int64_t batch_heads = q[0] * q[1];
+    const int64_t blocks = (q[2] + internal::kAttentionQueryBlock - 1) / internal::kAttentionQueryBlock;
+    const int64_t floats = is_forward ? internal::attention_forward_scratch_floats(q[3], v[3])
+                                      : internal::attention_backward_scratch_floats(q[2], q[3], v[3]);
+    const int64_t tasks = is_forward ? batch_heads * blocks : batch_heads;
+    largest = std::max(largest, floats * std::min<int64_t>(threads, tasks));
+  }
+  return static_cast<uint64_t>(largest) * sizeof(float);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_memory(const Graph& graph, const MemoryPlan& plan, const MemoryEstimateOptions& options) {
@@ -68,7 +90,8 @@ MemoryEstimate estimate_memory(const Graph& graph, const MemoryPlan& plan, const
   estimate.activation_bytes = plan.arena_bytes - estimate.gradient_bytes;
   estimate.input_bytes = cost.input_bytes;
   estimate.output_bytes = cost.output_bytes;
-  estimate.workspace_bytes = workspace_bytes(graph, options.threads > 0 ? options.threads : compute_threads());
+  const int threads = options.threads > 0 ? options.threads : compute_threads();
+  estimate.workspace_bytes = workspace_bytes(graph, threads) + attention_workspace_bytes(graph, threads);
   estimate.framework_reserve_bytes = options.framework_reserve_bytes;
   if (options.master_weights) {
     for (const Node& node : graph.nodes()) {

@@ -7,10 +7,10 @@
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
 #include "nimbus/nn/layers.h"
+#include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/nn.h"
-#include "nimbus/ops/reduction.h"
 #include "nimbus/ops/shape_ops.h"
 #include "src/nn/internal/layer_support.h"
 
@@ -109,16 +109,21 @@ class MultiHeadAttentionLayer : public LayerImpl {
   }
 
   nlohmann::json get_config() const override {
-    return {{"name", name()},
-            {"num_heads", num_heads_},
-            {"key_dim", key_dim_},
-            {"value_dim", value_dim_},
-            {"dropout", options_.dropout},
-            {"use_bias", options_.use_bias},
-            {"output_shape", options_.output_shape ? nlohmann::json(*options_.output_shape) : nlohmann::json()},
-            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
-            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
-            {"seed", options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json()}};
+    nlohmann::json config = {
+        {"name", name()},
+        {"num_heads", num_heads_},
+        {"key_dim", key_dim_},
+        {"value_dim", value_dim_},
+        {"dropout", options_.dropout},
+        {"use_bias", options_.use_bias},
+        {"output_shape", options_.output_shape ? nlohmann::json(*options_.output_shape) : nlohmann::json()},
+        {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
+        {"bias_initializer", initializer_to_json(options_.bias_initializer)},
+        {"seed", options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json()}};
+    // Keras takes use_causal_mask at call time, not in the config: written only when set, so
+    // configs of other attention layers stay loadable by Keras.
+    if (options_.use_causal_mask) config["use_causal_mask"] = true;
+    return config;
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool training) override {
@@ -126,17 +131,26 @@ class MultiHeadAttentionLayer : public LayerImpl {
     const Tensor& value = inputs[1];
     const Tensor& key = inputs.size() > 2 ? inputs[2] : value;
     // Each projection: (N, T, D) x (D, heads, dim) -> (N, heads, T, dim).
-    const Tensor q = project(query, query_kernel_, query_bias_) * (1.0 / std::sqrt(static_cast<double>(key_dim_)));
+    const Tensor q = project(query, query_kernel_, query_bias_);
     const Tensor k = project(key, key_kernel_, key_bias_);
     const Tensor v = project(value, value_kernel_, value_bias_);
-    Tensor scores = matmul(q, k, false, true);  // (N, heads, T, S)
+    // One fused op (ops/nn.h): no (N, heads, T, S) scores or probabilities are kept.
+    AttentionOptions attention{.scale = 1.0 / std::sqrt(static_cast<double>(key_dim_))};
     if (inputs.size() == 4) {
-      const Tensor allowed = cast(expand_dims(inputs[3], 1), scores.dtype());  // (N, 1, T, S)
-      scores = scores + (1.0 - allowed) * kMaskedScore;
+      // A masked position gets -1e9 added to its score, as in Keras; with the causal mask as well, the
+      // two combine into one mask, so a row that allows no key still spreads over every key as Keras's does.
+      Tensor allowed = cast(expand_dims(inputs[3], 1), q.dtype());  // (N, 1, T, S)
+      if (options_.use_causal_mask) allowed = allowed * causal_positions(q.dim(2), k.dim(2), q);
+      attention.mask = (1.0 - allowed) * kMaskedScore;
+    } else {
+      attention.causal = options_.use_causal_mask;
     }
-    Tensor probabilities = softmax(scores, -1);
-    if (training && options_.dropout > 0) probabilities = dropout(probabilities, options_.dropout, generator_.get());
-    const Tensor heads = transpose(matmul(probabilities, v), {0, 2, 1, 3});  // (N, T, heads, value_dim)
+    if (training) {
+      attention.dropout = options_.dropout;
+      attention.generator = generator_.get();
+    }
+    const Tensor heads =
+        transpose(scaled_dot_product_attention(q, k, v, attention), {0, 2, 1, 3});  // (N, T, heads, Dv)
     const int64_t n = query.dim(0), t = query.dim(1);
     const Shape& w = output_kernel_.shape();
     Tensor output = matmul(reshape(heads, std::vector<int64_t>{n * t, w[0] * w[1]}),
@@ -146,6 +160,11 @@ class MultiHeadAttentionLayer : public LayerImpl {
   }
 
  private:
+  // Keras's _compute_causal_mask: tril(ones(T, S)), 1 where query t may attend to position s <= t.
+  static Tensor causal_positions(int64_t t, int64_t s, const Tensor& like) {
+    return tril(ones(Shape{t, s}, like.dtype(), like.device()));
+  }
+
   Tensor project(const Tensor& x, const Variable& kernel, const Variable& bias) const {
     const Shape& w = kernel.shape();  // (D, heads, dim)
     const int64_t n = x.dim(0), t = x.dim(1);

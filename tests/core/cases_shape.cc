@@ -14,6 +14,11 @@ NIMBUS_OP_CASES(shape_basic) {
                .op = "transpose",
                .inputs = {{{2, 3, 4}}},
                .attrs = {{"perm", std::vector<int64_t>{2, 0, 1}}}});
+  // The last axis kept: attention's (batch, sequence, heads, size) <-> (batch, heads, sequence, size).
+  add_op_case({.name = "transpose_keeps_last_axis",
+               .op = "transpose",
+               .inputs = {{{2, 5, 3, 4}}},
+               .attrs = {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}});
   add_op_case(
       {.name = "broadcast_to_rows", .op = "broadcast_to", .inputs = {{{4}}}, .attrs = {{"shape", Shape{3, 4}}}});
   add_op_case({.name = "broadcast_to_size1",

@@ -722,6 +722,34 @@ def normalization_entries():
     return entries
 
 
+def attention_torch(q, k, v, mask=None, scale=1.0, causal=False):
+    """Attention as PyTorch 1.13 code writes it (no scaled_dot_product_attention there), and each row's logsumexp."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if mask is not None:
+        scores = scores + mask
+    if causal:
+        t, s = scores.shape[-2:]
+        scores = scores.masked_fill(~torch.ones(t, s, dtype=torch.bool).tril(), float("-inf"))
+    return torch.matmul(torch.softmax(scores, -1), v), torch.logsumexp(scores, -1)
+
+
+def attention_entries():
+    entries = []
+    for causal in [False, True]:
+        suffix = "_causal" if causal else ""
+        attrs = {"scale": 0.6, "causal": causal}
+        entries.append(Entry(f"scaled_dot_product_attention{suffix}", "scaled_dot_product_attention",
+                             [Fl(2, 2, 5, 4), Fl(2, 2, 5, 4), Fl(2, 2, 5, 3)],
+                             lambda q, k, v, c=causal: attention_torch(q, k, v, scale=0.6, causal=c), attrs))
+        entries.append(Entry(f"scaled_dot_product_attention_cross{suffix}", "scaled_dot_product_attention",
+                             [Fl(1, 2, 3, 4), Fl(1, 2, 6, 4), Fl(1, 2, 6, 2)],
+                             lambda q, k, v, c=causal: attention_torch(q, k, v, scale=0.6, causal=c), attrs))
+    entries.append(Entry("scaled_dot_product_attention_masked", "scaled_dot_product_attention",
+                         [Fl(2, 2, 4, 3), Fl(2, 2, 5, 3), Fl(2, 2, 5, 3), Fl(2, 1, 4, 5, low=-3.0, high=1.0)],
+                         lambda q, k, v, m: attention_torch(q, k, v, m, scale=0.5), {"scale": 0.5, "causal": False}))
+    return entries
+
+
 # Nimbus ops without an entry, and why. op_golden_test.cc fails for an op in
 # neither list, so a new op gets an entry (or a reason) here.
 NO_TORCH_EQUIVALENT = {
@@ -736,12 +764,14 @@ NO_TORCH_EQUIVALENT = {
     "all_reduce": "a collective between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
     "all_reduce_start": "hands a bucket to a replica's communication thread (nothing outside one); tests/distribute checks the overlapped sums",
     "all_reduce_wait": "a collective's result between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
+    "scaled_dot_product_attention_backward": "its out and logsumexp inputs must be the forward's results, which "
+                                              "independent draws are not; the forward's entries check it through their gradients",
     "adam_update": "a state update of many tensors, not a function: OpSideEffects, and tests/train/fused_adam_test.cc against the unfused Adam and AdamW ops",
 }
 
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
            + matmul_entries() + loss_entries() + special_value_entries() + shape_op_entries() + conv_entries()
-           + pool_entries() + normalization_entries())
+           + pool_entries() + normalization_entries() + attention_entries())
 
 # ---- evaluation ----
 

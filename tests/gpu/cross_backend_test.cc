@@ -231,6 +231,15 @@ TEST(CudaHarness, CoversTheLayoutIndexNormAndDropoutKernels) {
   }
 }
 
+TEST(CudaHarness, CoversFusedAttentionInEveryFloatingTypeItTakes) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    std::set<std::string> covered;
+    for (const OpCase& c : cases_with_cuda_kernels(dtype)) covered.insert(c.op);
+    EXPECT_TRUE(covered.count("scaled_dot_product_attention")) << dtype_name(dtype);
+    EXPECT_TRUE(covered.count("scaled_dot_product_attention_backward")) << dtype_name(dtype);
+  }
+}
+
 TEST(CudaHarness, CoversTheOpsThatWriteTheirInputs) {
   std::set<std::string> covered;
   for (const OpCase& c : side_effect_cases_with_cuda_kernels()) covered.insert(c.op);

@@ -42,6 +42,10 @@ int fuse_elementwise(Graph& graph);
 // fused_matmul or fused_conv2d node (oneDNN's bias and post-op). Returns the
 // number of fused nodes made.
 int fuse_epilogues(Graph& graph);
+// Attention: matmul(q, k, transpose_b) [* scale] [+ mask] -> softmax(-1) -> matmul(·, v) over rank-4
+// tensors, where no other op reads an intermediate, becomes one scaled_dot_product_attention node
+// (no (T x S) matrix). Returns the number of fused nodes made.
+int fuse_attention(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
 // Returns the number of assigns folded.
@@ -54,12 +58,13 @@ struct PassOptions {
   bool eliminate_common_subexpressions = true;
   bool simplify_algebra = true;
   bool fuse_elementwise = true;
+  bool fuse_attention = true;
   bool fuse_epilogues = true;
   bool update_in_place = true;
 };
 
 // Runs the enabled passes in order (update forwarding, folding,
-// simplification, CSE, dead code, matmul epilogues, elementwise fusion,
+// simplification, CSE, dead code, attention, matmul epilogues, elementwise fusion,
 // in-place updates) and compacts the graph.
 void optimize(Graph& graph, const PassOptions& options);
 

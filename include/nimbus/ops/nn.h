@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -64,6 +65,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 // Zeroes each element with probability `rate` and scales the rest by 1 / (1 - rate).
 // The mask comes from (seed, offset) of `generator`, so a run is reproducible.
 Tensor dropout(const Tensor& x, double rate, Generator* generator = nullptr);
+
+// Scaled dot-product attention, softmax(q kᵀ · scale + mask) v, over q (B, H, T, D), k (B, H, S, D),
+// v (B, H, S, Dv) -> (B, H, T, Dv): MultiHeadAttention's layout (batch, heads, sequence, head size).
+// One fused op (FlashAttention: key blocks with an online softmax, only each query row's logsumexp
+// kept for the backward pass, which recomputes the scores), so memory grows with T, not T x S.
+//
+//   Tensor y = scaled_dot_product_attention(q, k, v, {.causal = true});
+struct AttentionOptions {
+  Tensor mask = {};             // added to the scores: (T, S), (B or 1, T, S) or (B or 1, H or 1, T or 1, S)
+  bool causal = false;          // query t attends to keys s <= t only (top-left aligned, as Keras and torch)
+  std::optional<double> scale;  // default 1 / sqrt(D)
+  double dropout = 0;           // on the probabilities; above 0 the call runs the unfused form
+  Generator* generator = nullptr;
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+// The same as separate ops (matmul, scale, mask add, softmax, dropout, matmul), which keep every
+// (T x S) matrix: the form the fusion pass recognizes, and the tests' and benchmarks' baseline.
+Tensor scaled_dot_product_attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const AttentionOptions& options = {});
 
 // Per-example losses, (N). logits (N, C) are unnormalized; labels are class ids (i32/i64).
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels);

@@ -9,6 +9,7 @@ void optimize(Graph& graph, const PassOptions& options) {
   if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(graph);
   eliminate_dead_code(graph);
   graph.compact();
+  if (options.fuse_attention && fuse_attention(graph) > 0) graph.compact();
   if (options.fuse_epilogues && fuse_epilogues(graph) > 0) graph.compact();
   if (options.fuse_elementwise) fuse_elementwise(graph);
   if (options.update_in_place && update_in_place(graph) > 0) graph.compact();

@@ -1,5 +1,7 @@
 // Fast CPU kernels for the data movement a training step leans on: gather
-// (embedding lookups), concat, split and slice. Each copies contiguous runs of
+// (embedding lookups), concat, split, slice, transposes that keep the last
+// axis (attention's heads moved in and out of (batch, heads, sequence, size)),
+// and broadcasts that keep the last axis (a position table over the batch). Each copies contiguous runs of
 // bytes with memcpy, spread over the compute pool, instead of element by
 // element; the reference kernels in src/ops/ stay the oracle. Every dtype is
 // served, since only element sizes matter.
@@ -118,6 +120,69 @@ void slice_runs(KernelContext& ctx) {
   });
 }
 
+// A transpose whose last axis stays last: each output row of that axis is one run of the input,
+// found through the input's strides in the output's axis order.
+void transpose_rows(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  Tensor& out = ctx.outputs[0];
+  const std::vector<int64_t>& perm = ctx.attrs.get_ints("perm");
+  const int rank = x.rank();
+  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
+  const int64_t run = rank == 0 ? 1 : x.dim(rank - 1);
+  if (out.numel() == 0 || run == 0) return;
+  const auto x_strides = x.shape().strides();
+  const std::span<const int64_t> out_dims = out.shape().dims();
+  const char* src = bytes(x);
+  char* dst = mutable_bytes(out);
+  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      int64_t offset = 0, rest = r;
+      for (int d = rank - 2; d >= 0; --d) {
+        const size_t axis = static_cast<size_t>(d);
+        offset += rest % out_dims[axis] * x_strides[static_cast<size_t>(perm[axis])];
+        rest /= out_dims[axis];
+      }
+      std::memcpy(dst + r * run * element, src + offset * element, static_cast<size_t>(run * element));
+    }
+  });
+}
+
+// A broadcast whose last axis is the input's own: each output row of that axis is one input row,
+// found with stride 0 on the broadcast (and added leading) axes.
+void broadcast_rows(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  Tensor& out = ctx.outputs[0];
+  const int rank = out.rank(), added = out.rank() - x.rank();
+  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
+  const int64_t run = rank == 0 ? 1 : out.dim(rank - 1);
+  if (out.numel() == 0 || run == 0) return;
+  const auto x_strides = x.shape().strides();
+  const std::span<const int64_t> out_dims = out.shape().dims();
+  const char* src = bytes(x);
+  char* dst = mutable_bytes(out);
+  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      int64_t offset = 0, rest = r;
+      for (int d = rank - 2; d >= added; --d) {
+        const size_t axis = static_cast<size_t>(d - added);
+        if (x.dim(d - added) != 1) offset += rest % out_dims[static_cast<size_t>(d)] * x_strides[axis];
+        rest /= out_dims[static_cast<size_t>(d)];
+      }
+      std::memcpy(dst + r * run * element, src + offset * element, static_cast<size_t>(run * element));
+    }
+  });
+}
+
+bool broadcast_keeps_last_axis(const KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  return x.rank() > 0 && x.dim(-1) == ctx.outputs[0].dim(-1);
+}
+
+bool keeps_last_axis(const KernelContext& ctx) {
+  const std::vector<int64_t>& perm = ctx.attrs.get_ints("perm");
+  return !perm.empty() && perm.back() == static_cast<int64_t>(perm.size()) - 1;
+}
+
 KernelDef memcpy_kernel(KernelFn fn) {
   return {.name = "memcpy",
           .device = DeviceType::kCPU,
@@ -126,9 +191,18 @@ KernelDef memcpy_kernel(KernelFn fn) {
           .fn = std::move(fn)};
 }
 
+// A memcpy kernel for the calls `supports` accepts; the reference takes the rest.
+KernelDef memcpy_kernel_for(KernelFn fn, std::function<bool(const KernelContext&)> supports) {
+  KernelDef kernel = memcpy_kernel(std::move(fn));
+  kernel.supports = std::move(supports);
+  return kernel;
+}
+
 const bool kRegistered =
     register_kernel("gather", memcpy_kernel(gather_rows)) && register_kernel("concat", memcpy_kernel(concat_blocks)) &&
-    register_kernel("split", memcpy_kernel(split_blocks)) && register_kernel("slice", memcpy_kernel(slice_runs));
+    register_kernel("split", memcpy_kernel(split_blocks)) && register_kernel("slice", memcpy_kernel(slice_runs)) &&
+    register_kernel("transpose", memcpy_kernel_for(transpose_rows, keeps_last_axis)) &&
+    register_kernel("broadcast_to", memcpy_kernel_for(broadcast_rows, broadcast_keeps_last_axis));
 
 }  // namespace
 }  // namespace nimbus::cpu
