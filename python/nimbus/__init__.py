@@ -51,3 +51,6 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):  # pylint:
 from nimbus import config, nest
 from nimbus.function import TensorSpec, function
 from nimbus.gradient_tape import GradientTape, UnconnectedGradients
+
+# Device scopes (devices.py; docs/python.md, "Config: devices, memory and threads").
+from nimbus.devices import device
