@@ -52,5 +52,6 @@ from nimbus import config, nest
 from nimbus.function import TensorSpec, function
 from nimbus.gradient_tape import GradientTape, UnconnectedGradients
 
-# Device scopes (devices.py; docs/python.md, "Config: devices, memory and threads").
+# Devices and distribution (devices.py, distribute.py; docs/python.md, "Config" and "Distribute").
+from nimbus import distribute
 from nimbus.devices import device

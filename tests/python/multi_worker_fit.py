@@ -1,0 +1,39 @@
+"""One run of test_multi_worker.py: the Fashion-MNIST MLP trained by fit under MultiWorkerMirroredStrategy
+(`mpirun -np N python3 multi_worker_fit.py multi OUT`) or on one worker (`python3 multi_worker_fit.py single OUT`)
+at the same global batch, from the same initial weights. Rank 0 saves the test accuracy and the weights to OUT
+(.npz); every worker prints which of how many it is and how many samples its fit took per epoch."""
+import sys
+
+import numpy as np
+
+import nimbus as tf
+from fashion_mnist import load_data
+
+GLOBAL_BATCH = 128
+SAMPLES = 25600
+
+mode, out = sys.argv[1], sys.argv[2]
+tf.config.threading.set_intra_op_parallelism_threads(1)
+(train_images, train_labels), (test_images, test_labels) = load_data()
+train_images = (train_images[:SAMPLES] / 255.0).astype(np.float32)
+test_images = (test_images / 255.0).astype(np.float32)
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy() if mode == "multi" else tf.distribute.get_strategy()
+with strategy.scope():
+    model = tf.keras.Sequential([
+        tf.keras.layers.Flatten(input_shape=(28, 28)),
+        tf.keras.layers.Dense(128, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ])
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(scale=0.05, size=w.shape).astype(np.float32) for w in model.get_weights()])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+
+history = model.fit(train_images, train_labels[:SAMPLES], batch_size=GLOBAL_BATCH, epochs=1, shuffle=False,
+                    verbose=0)
+task_id = strategy.cluster_resolver.task_id if mode == "multi" else 0
+print(f"worker {task_id} of {strategy.num_replicas_in_sync}", flush=True)
+_, accuracy = model.evaluate(test_images, test_labels, verbose=0)
+if task_id == 0:
+    np.savez(out, accuracy=accuracy, loss=history.history["loss"][-1], *model.get_weights())
