@@ -164,7 +164,7 @@ class Strategy:
                 count = int(self._sum_over_workers(np.float32(count)).numpy())
         if op == ReduceOp.SUM:
             return total
-        return _nimbus.cast(total, "float32") / float(count)
+        return (total if total.dtype.is_floating else _nimbus.cast(total, "float32")) / float(count)
 
     def _sum_over_workers(self, value):
         """``value`` summed over the workers of a multi-worker job, each of which runs one replica."""

@@ -32,8 +32,9 @@ def test_two_workers_fit_matches_one_worker(tmp_path):
     run([sys.executable, script, "single", str(tmp_path / "one.npz")], tmp_path)
     out = run([MPIRUN, "--oversubscribe", "-np", "2", sys.executable, script, "multi", str(tmp_path / "two.npz")],
               tmp_path)
-    assert sorted(line for line in out.splitlines() if line.startswith("worker")) == ["worker 0 of 2",
-                                                                                      "worker 1 of 2"]
+    lines = sorted(line for line in out.splitlines() if line.startswith("worker"))
+    assert lines == ["worker 0 of 2", "worker 0 rows [0, 1, 2, 3]", "worker 0 sum 28.0 mean 3.5",
+                     "worker 1 of 2", "worker 1 rows [4, 5, 6, 7]", "worker 1 sum 28.0 mean 3.5"]
     one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     assert abs(float(two["accuracy"]) - float(one["accuracy"])) <= 0.01
     assert float(one["accuracy"]) > 0.7  # it learned (one epoch of SGD on 25,600 images)
