@@ -149,10 +149,12 @@ class Strategy:
         """``value`` (per replica) combined over every replica in sync: ``SUM`` or ``MEAN``.
 
         With ``axis``, each replica's value is first summed along it, and ``MEAN`` divides by the number of
-        elements along it over all replicas (the mean over the global batch).
+        elements along it over all replicas (the mean over the global batch). A value that is not
+        ``PerReplica`` is every local replica's.
         """
         op = _op_name(reduce_op)
-        partials = [_nimbus.constant(v) for v in self.experimental_local_results(value)]
+        local_values = value.values if isinstance(value, PerReplica) else (value,) * self._local_replicas
+        partials = [_nimbus.constant(v) for v in local_values]
         if axis is None:
             total, count = _nimbus.add_n(partials) if len(partials) > 1 else partials[0], self.num_replicas_in_sync
         else:

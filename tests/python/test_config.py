@@ -32,6 +32,16 @@ def test_the_machine_has_one_physical_cpu_named_as_in_tensorflow():
     assert tf.config.list_physical_devices() == cpus + gpus
 
 
+def test_visible_devices_hide_gpus_and_keep_the_cpu():
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_visible_devices(cpus)  # the CPU alone: every GPU hidden
+    assert tf.config.get_visible_devices() == cpus
+    assert tf.config.experimental.get_visible_devices("GPU") == []
+    with pytest.raises(ValueError, match="CPU must be visible"):
+        tf.config.set_visible_devices([])
+    tf.config.set_visible_devices(tf.config.list_physical_devices())
+
+
 def test_the_guides_memory_growth_idiom_runs():
     gpus = tf.config.experimental.list_physical_devices("GPU")
     if gpus:
@@ -64,6 +74,7 @@ def test_get_memory_info_reflects_an_allocation_and_its_release():
     assert after["peak"] >= before["current"] + 4 * 2**20  # the peak remembers it
     tf.config.experimental.reset_memory_stats("CPU:0")
     assert tf.config.experimental.get_memory_info("CPU:0")["peak"] == after["current"]
+    assert tf.config.experimental.get_memory_usage("CPU:0") == after["current"]
 
 
 def test_device_scope_places_new_tensors():

@@ -92,6 +92,9 @@ def test_strategy_run_gives_per_replica_values_and_reduce_combines_them():
                                   [[1.5, 3]])
     np.testing.assert_array_equal(strategy.reduce("SUM", per_replica, axis=0).numpy(), [3, 6])
     np.testing.assert_array_equal(strategy.reduce("MEAN", per_replica, axis=1).numpy(), [4.5 / 2])
+    # A value that is not per replica is every replica's.
+    np.testing.assert_array_equal(strategy.reduce("MEAN", tf.constant([1.0, 3.0]), axis=None).numpy(), [1, 3])
+    np.testing.assert_array_equal(strategy.reduce("SUM", tf.constant([1.0, 3.0]), axis=None).numpy(), [2, 6])
 
 
 def test_replica_context_all_reduce_meets_across_the_replicas():
