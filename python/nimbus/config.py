@@ -228,7 +228,14 @@ threading = types.SimpleNamespace(set_intra_op_parallelism_threads=_set_intra_op
                                   set_inter_op_parallelism_threads=_set_inter_op_parallelism_threads,
                                   get_inter_op_parallelism_threads=lambda: _inter_op_threads[0])
 
+def _enable_tensor_float_32_execution(enabled):
+    """f32 matmuls on CUDA may run on TF32 Tensor Cores (a 10-bit mantissa); off by default, unlike TF."""
+    _nimbus.set_allow_tf32(bool(enabled))
+
+
 experimental = types.SimpleNamespace(
+    enable_tensor_float_32_execution=_enable_tensor_float_32_execution,
+    tensor_float_32_execution_enabled=_nimbus.allow_tf32,
     list_physical_devices=list_physical_devices,
     list_logical_devices=list_logical_devices,
     get_visible_devices=get_visible_devices,

@@ -252,11 +252,33 @@ class OneDeviceStrategy(Strategy):
         super().__init__(_nimbus.one_device_strategy(device_module.engine_name(device_type, index)))
 
 
+class CrossDeviceOps:
+    """How replicas' values are combined (TF's NCCL, hierarchical copy, ...): accepted by
+    ``MirroredStrategy(cross_device_ops=...)`` for TF's code; the engine's collectives always do it."""
+
+    def __init__(self, *args, **kwargs):  # pylint: disable=unused-argument
+        pass
+
+
+class NcclAllReduce(CrossDeviceOps):
+    pass
+
+
+class HierarchicalCopyAllReduce(CrossDeviceOps):
+    pass
+
+
+class ReductionToOneDevice(CrossDeviceOps):
+    pass
+
+
 class MirroredStrategy(Strategy):
     """One replica per local device: ``devices`` (``['/CPU:0', '/CPU:1']``), or by default every GPU, else
     the CPU's logical devices (``config.set_logical_device_configuration``), else the CPU alone."""
 
-    def __init__(self, devices=None, cross_device_ops=None):  # pylint: disable=unused-argument
+    def __init__(self, devices=None, cross_device_ops=None):
+        if cross_device_ops is not None and not isinstance(cross_device_ops, CrossDeviceOps):
+            raise ValueError(f"MirroredStrategy: cross_device_ops {cross_device_ops!r} is not a CrossDeviceOps")
         if devices is None:
             gpus = device_module.count("GPU")
             names = ([device_module.engine_name("GPU", i) for i in range(gpus)] if gpus else

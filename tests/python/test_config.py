@@ -131,6 +131,14 @@ def test_jit_switch_round_trips():
     assert tf.config.optimizer.get_jit() == "autoclustering"
 
 
+def test_tensor_float_32_switch_round_trips():
+    assert not tf.config.experimental.tensor_float_32_execution_enabled()  # off by default, unlike TF
+    tf.config.experimental.enable_tensor_float_32_execution(True)
+    assert tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    assert not tf.config.experimental.tensor_float_32_execution_enabled()
+
+
 def test_logical_cpu_devices_are_configured_before_the_runtime_starts_and_refused_after():
     out = run_fresh("""
         import nimbus as tf
