@@ -13,7 +13,7 @@ import types
 
 import numpy as np
 
-from nimbus import _nimbus, config, errors, nest
+from nimbus import _nimbus, config, errors, function, nest
 from nimbus import devices as device_module
 
 
@@ -120,11 +120,9 @@ class Strategy:
         Returns the replica's result with one local replica, else ``PerReplica`` values (per leaf of the
         result's structure).
         """
-        if _nimbus.tracing():
-            raise errors.UnimplementedError(
-                "strategy.run inside a nimbus.function: the replicas run eagerly, each on its device's thread",
-                "drop @nimbus.function from the function that calls strategy.run; the function run on the "
-                "replicas may be a nimbus.function when it calls no all_reduce or apply_gradients")
+        if _nimbus.tracing() and self.num_replicas_in_sync > 1:
+            # Several replicas run eagerly, each on its thread (one runs in this thread, traced with it).
+            raise function.EagerOnly("strategy.run of several replicas inside a nimbus.function runs eagerly")
         kwargs = kwargs or {}
         results = [None] * self._local_replicas
 
