@@ -356,4 +356,23 @@ def _scope_strategy():
     return _scopes()[-1] if _scopes() else None
 
 
-experimental = types.SimpleNamespace(MultiWorkerMirroredStrategy=MultiWorkerMirroredStrategy)
+class CommunicationImplementation:
+    """TF's choice of collective implementation: accepted, the engine's MPI collectives always serve."""
+    AUTO = "AUTO"
+    RING = "RING"
+    NCCL = "NCCL"
+
+
+class CommunicationOptions:
+    """Accepted by ``MultiWorkerMirroredStrategy(communication_options=...)`` for TF's code; no effect."""
+
+    def __init__(self, bytes_per_pack=0, timeout_seconds=None, implementation=CommunicationImplementation.AUTO):
+        self.bytes_per_pack = bytes_per_pack
+        self.timeout_seconds = timeout_seconds
+        self.implementation = implementation
+
+
+experimental = types.SimpleNamespace(MultiWorkerMirroredStrategy=MultiWorkerMirroredStrategy,
+                                     CommunicationImplementation=CommunicationImplementation,
+                                     CollectiveCommunication=CommunicationImplementation,
+                                     CommunicationOptions=CommunicationOptions)

@@ -19,7 +19,12 @@ tf.config.threading.set_intra_op_parallelism_threads(1)
 train_images = (train_images[:SAMPLES] / 255.0).astype(np.float32)
 test_images = (test_images / 255.0).astype(np.float32)
 
-strategy = tf.distribute.MultiWorkerMirroredStrategy() if mode == "multi" else tf.distribute.get_strategy()
+if mode == "multi":
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+else:
+    strategy = tf.distribute.get_strategy()
 with strategy.scope():
     model = tf.keras.Sequential([
         tf.keras.layers.Flatten(input_shape=(28, 28)),
