@@ -73,6 +73,11 @@ def _recognized(device):
         raise ValueError(f"Unrecognized device: {device!r}")
 
 
+def _engine_name(device):
+    """The engine's name (``cuda:0``) of a TF device name or device object."""
+    return device_module.engine_name(*device_module.parse(device))
+
+
 def list_physical_devices(device_type=None):
     """The machine's devices, ``'CPU'`` or ``'GPU'`` ones or all: ``[PhysicalDevice('/physical_device:GPU:0', 'GPU')]``."""
     return [d for d in _physical_devices() if device_type is None or d.device_type == device_type.upper()]
@@ -123,7 +128,7 @@ def _set_memory_growth(device, enable):
         return
     if _runtime_initialized():
         raise RuntimeError("Physical devices cannot be modified after being initialized")
-    _nimbus.set_memory_growth(device_module.engine_name(*device_module.parse(device)), bool(enable))
+    _nimbus.set_memory_growth(_engine_name(device), bool(enable))
     _memory_growth[device] = bool(enable)
 
 
@@ -147,6 +152,8 @@ def set_logical_device_configuration(device, logical_devices):
     for config in logical_devices:
         if config.experimental_priority is not None or config.experimental_device_ordinal is not None:
             raise ValueError("experimental_priority and experimental_device_ordinal are not supported")
+    if not logical_devices:
+        raise ValueError("set_logical_device_configuration: give at least one LogicalDeviceConfiguration")
     limits = [config.memory_limit for config in logical_devices]
     if device.device_type == "GPU":
         if any(limit is None for limit in limits):
@@ -154,19 +161,16 @@ def set_logical_device_configuration(device, logical_devices):
         if len(logical_devices) > 1:
             raise errors.UnimplementedError(f"{len(logical_devices)} logical devices on {device.name}",
                                             "give a GPU one LogicalDeviceConfiguration: its memory limit")
-    elif not logical_devices:
-        raise ValueError("set_logical_device_configuration: give at least one LogicalDeviceConfiguration")
+    elif any(limit is None for limit in limits) and any(limit is not None for limit in limits):
+        raise ValueError("give every CPU LogicalDeviceConfiguration a memory_limit, or none")
     if _logical_configurations.get(device) == logical_devices:
         return
     if _runtime_initialized():
         raise RuntimeError("Virtual devices cannot be modified after being initialized")
-    engine_device = device_module.engine_name(*device_module.parse(device))
     if device.device_type == "CPU":
         _nimbus.set_logical_cpu_devices(len(logical_devices))
-    if any(limit is not None for limit in limits):
-        if any(limit is None for limit in limits):
-            raise ValueError("give every CPU LogicalDeviceConfiguration a memory_limit, or none")
-        _nimbus.set_memory_limit(engine_device, int(sum(limits) * 2**20))
+    if all(limit is not None for limit in limits):
+        _nimbus.set_memory_limit(_engine_name(device), int(sum(limits) * 2**20))
     _logical_configurations[device] = logical_devices
 
 
@@ -176,18 +180,14 @@ def get_logical_device_configuration(device):
     return _logical_configurations.get(device)
 
 
-def _memory_device(device):
-    return device_module.engine_name(*device_module.parse(device))
-
-
 def _get_memory_info(device):
     """``{'current': bytes in use, 'peak': their peak}`` of a device's allocator (``'GPU:0'``, ``'CPU:0'``)."""
-    return _nimbus.memory_info(_memory_device(device))
+    return _nimbus.memory_info(_engine_name(device))
 
 
 def _reset_memory_stats(device):
     """Sets the device's peak to its current use."""
-    _nimbus.reset_memory_stats(_memory_device(device))
+    _nimbus.reset_memory_stats(_engine_name(device))
 
 
 def _get_memory_usage(device):

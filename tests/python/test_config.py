@@ -188,3 +188,16 @@ def test_a_cpu_memory_limit_caps_the_hosts_allocator():
             print('ResourceExhaustedError')
     """)
     assert out.strip() == "ResourceExhaustedError"
+
+
+def test_logical_device_configurations_are_checked_before_anything_changes():
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    with pytest.raises(ValueError, match="at least one"):
+        tf.config.set_logical_device_configuration(cpu, [])
+    with pytest.raises(ValueError, match="a memory_limit, or none"):
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration(memory_limit=64), tf.config.LogicalDeviceConfiguration()])
+    with pytest.raises(ValueError, match="experimental_priority"):
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration(experimental_priority=1)])
+    assert tf.config.get_logical_device_configuration(cpu) is None
+    assert len(tf.config.list_logical_devices("CPU")) == 1
