@@ -230,3 +230,17 @@ def test_the_replicas_function_may_be_traced_and_the_caller_of_run_runs_eagerly(
     # The first call's trace stopped at strategy.run and ran the function eagerly; the second ran eagerly.
     assert len(calls) == 3
     assert distributed_step.experimental_get_tracing_count() == 0
+
+
+def test_apply_gradients_in_run_updates_the_shared_variables_once():
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(np.array([1.0], np.float32))
+        optimizer = tf.keras.optimizers.SGD(1.0)
+    # Summed over the replicas: 0.25 + 0.75; then one update of the shared variable.
+    per_replica = tf.distribute.PerReplica([tf.constant([0.25]), tf.constant([0.75])])
+    strategy.run(lambda g: optimizer.apply_gradients([(g, w)]), args=(per_replica,))
+    np.testing.assert_allclose(w.numpy(), [0.0])
+    # Already aggregated: each replica passes the same gradient, applied once.
+    strategy.run(lambda: optimizer.apply_gradients([(tf.constant([0.5]), w)], skip_gradients_aggregation=True))
+    np.testing.assert_allclose(w.numpy(), [-0.5])

@@ -88,16 +88,17 @@ class Optimizer:
         """One update of each variable from its gradient (``None`` gradients are skipped); returns the step.
 
         Inside ``strategy.run`` with several replicas, the gradients are first summed over the replicas (as
-        Keras does); the local replicas share their variables, so the first of them applies the update while
-        the others wait for it.
+        Keras does, unless ``skip_gradients_aggregation``); the local replicas share their variables, so the
+        first of them applies the update while the others wait for it.
         """
         pairs = list(grads_and_vars)
         replica = distribute.get_replica_context()
-        if replica is None or replica.num_replicas_in_sync == 1 or skip_gradients_aggregation:
+        if replica is None or replica.num_replicas_in_sync == 1:
             self._native.apply_gradients([g for g, _ in pairs], [v for _, v in pairs])
             return self.iterations
         pairs = [(g, v) for g, v in pairs if g is not None]
-        gradients = [replica.all_reduce(distribute.ReduceOp.SUM, g) for g, _ in pairs]
+        gradients = [g if skip_gradients_aggregation else replica.all_reduce(distribute.ReduceOp.SUM, g)
+                     for g, _ in pairs]
         if replica.replica_id_in_sync_group % replica.strategy._local_replicas == 0:  # pylint: disable=protected-access
             self._native.apply_gradients(gradients, [v for _, v in pairs])
         _nimbus.replica_barrier()
