@@ -1,8 +1,8 @@
 """One run of test_multi_worker.py: the Fashion-MNIST MLP trained by fit under MultiWorkerMirroredStrategy
 (`mpirun -np N python3 multi_worker_fit.py multi OUT`) or on one worker (`python3 multi_worker_fit.py single OUT`)
 at the same global batch, from the same initial weights. Rank 0 saves the test accuracy and the weights to OUT
-(.npz); every worker prints which of how many it is, the rows of a distributed batch it got, and their
-sum and mean over the workers."""
+(.npz); every worker writes to OUT.worker-RANK.txt which of how many it is, the rows of a distributed batch
+it got, and their sum and mean over the workers (files: mpirun may interleave the workers' stdout)."""
 import sys
 
 import numpy as np
@@ -39,15 +39,17 @@ with strategy.scope():
 history = model.fit(train_images, train_labels[:SAMPLES], batch_size=GLOBAL_BATCH, epochs=1, shuffle=False,
                     verbose=0)
 task_id = strategy.cluster_resolver.task_id if mode == "multi" else 0
-print(f"worker {task_id} of {strategy.num_replicas_in_sync}", flush=True)
+report = open(f"{out}.worker-{task_id}.txt", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+print(f"worker {task_id} of {strategy.num_replicas_in_sync}", file=report)
 _, accuracy = model.evaluate(test_images, test_labels, verbose=0)
 
 # A custom loop's pieces: each worker's share of a global batch of 8 rows, and a reduce over the workers.
 for batch in strategy.experimental_distribute_dataset([np.arange(8, dtype=np.float32).reshape(8, 1)]):
     rows = strategy.run(lambda rows: rows, args=(batch,))
-    print(f"worker {task_id} rows {[int(v) for v in rows.numpy().ravel()]}", flush=True)
+    print(f"worker {task_id} rows {[int(v) for v in rows.numpy().ravel()]}", file=report)
     total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.reduce_sum, args=(batch,)), axis=None)
     mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, batch, axis=0)
-    print(f"worker {task_id} sum {float(total.numpy())} mean {float(mean.numpy()[0])}", flush=True)
+    print(f"worker {task_id} sum {float(total.numpy())} mean {float(mean.numpy()[0])}", file=report)
+report.close()
 if task_id == 0:
     np.savez(out, accuracy=accuracy, loss=history.history["loss"][-1], *model.get_weights())
