@@ -51,3 +51,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):  # pylint:
 from nimbus import config, nest
 from nimbus.function import TensorSpec, function
 from nimbus.gradient_tape import GradientTape, UnconnectedGradients
+
+# Devices and distribution (devices.py, distribute.py; docs/python.md, "Config" and "Distribute").
+from nimbus import distribute
+from nimbus.devices import device

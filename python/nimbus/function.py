@@ -97,6 +97,11 @@ def _skeleton(structure):
     return None
 
 
+class EagerOnly(Exception):
+    """Raised while tracing by code that only runs eagerly (``strategy.run``): the function being traced then
+    runs its Python eagerly, on this call and every later one."""
+
+
 class Function:
     """A Python function that runs as traced graphs (``tf.function``'s result)."""
 
@@ -109,6 +114,7 @@ class Function:
         self._reduce_retracing = reduce_retracing  # accepted for TensorFlow's code; see docs/python.md
         self._traces = {}  # trace key -> (_Trace, the engine's Function)
         self._warned = False
+        self._eager_only = False  # its tracing reached code that only runs eagerly (EagerOnly)
         if self._input_signature is not None:
             for spec in nest.flatten(self._input_signature):
                 if not isinstance(spec, TensorSpec):
@@ -128,10 +134,15 @@ class Function:
         return self if instance is None else types.MethodType(self, instance)
 
     def __call__(self, *args, **kwargs):
-        if not _nimbus.graph_mode():  # nimbus.config.run_functions_eagerly(True)
+        if not _nimbus.graph_mode() or self._eager_only:  # nimbus.config.run_functions_eagerly(True)
             return self._python_function(*args, **kwargs)
-        trace, engine, tensors = self._trace_for(args, kwargs)
-        return trace.outputs(engine(tensors))
+        try:
+            trace, engine, tensors = self._trace_for(args, kwargs)
+            return trace.outputs(engine(tensors))
+        except EagerOnly:
+            self._eager_only = True
+            self._traces.clear()
+            return self._python_function(*args, **kwargs)
 
     def get_concrete_function(self, *args, **kwargs):
         """The graph for these arguments (tensors, or TensorSpecs of concrete shapes), traced now."""

@@ -113,3 +113,19 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):  # pylint: disable
     if not 0 <= rate < 1:
         raise InvalidArgumentError(f"dropout rate {rate} is outside [0, 1)", "pass a probability below 1")
     return _nimbus._dropout(x, rate, _random.generator_for(seed))  # pylint: disable=protected-access
+
+
+def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
+    """The per-example losses summed and divided by the global batch size (for custom loops under a strategy).
+
+    Without ``global_batch_size``: this replica's batch times the replicas in sync.
+    """
+    from nimbus import distribute  # pylint: disable=import-outside-toplevel  (distribute imports nimbus's modules)
+    losses = _nimbus.constant(per_example_loss)
+    if sample_weight is not None:
+        losses = losses * sample_weight
+    if global_batch_size is None:
+        replica = distribute.get_replica_context()
+        replicas = replica.num_replicas_in_sync if replica is not None else distribute.get_strategy().num_replicas_in_sync
+        global_batch_size = int(losses.shape[0]) * replicas
+    return _nimbus.reduce_sum(losses) / float(global_batch_size)

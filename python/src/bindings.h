@@ -63,4 +63,13 @@ py::object python_tensor(Tensor tensor);
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);
 
+// Devices and memory (devices.cc) and distribution strategies (distribute.cc), bound after bind_training.
+void bind_devices(py::module_& m);
+void bind_distribute(py::module_& m);
+// TensorFlow's name of a device: "/job:localhost/replica:0/task:0/device:GPU:0".
+std::string tensorflow_device_name(Device device);
+// `tensor` on the device of the innermost nimbus.device scope on this thread: moved there when that is a
+// GPU; as it is without a scope or under a CPU one (the CPU's logical devices share the host's memory).
+Tensor placed(Tensor tensor);
+
 }  // namespace nimbus::python

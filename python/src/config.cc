@@ -1,5 +1,6 @@
 // The runtime's process-wide switches for python/nimbus/config.py: graph mode
-// (tf.config.run_functions_eagerly) and the JIT, i.e. fusion (tf.config.optimizer.set_jit).
+// (tf.config.run_functions_eagerly), the JIT, i.e. fusion (tf.config.optimizer.set_jit), TF32 matmuls on
+// CUDA (enable_tensor_float_32_execution) and the compute threads (set_intra_op_parallelism_threads).
 #include <functional>
 
 #include "bindings.h"
@@ -30,6 +31,15 @@ void bind_config(py::module_& m) {
   m.def("jit", [] { return runtime_options().jit; });
   m.def(
       "set_jit", [](bool jit) { update_runtime([&](RuntimeOptions& o) { o.jit = jit; }); }, py::arg("jit"));
+  m.def("allow_tf32", [] { return runtime_options().allow_tf32; });
+  m.def(
+      "set_allow_tf32", [](bool allow) { update_runtime([&](RuntimeOptions& o) { o.allow_tf32 = allow; }); },
+      py::arg("allow"));
+  // 0: every core.
+  m.def("threads", [] { return runtime_options().threads; });
+  m.def(
+      "set_threads", [](int threads) { update_runtime([&](RuntimeOptions& o) { o.threads = threads; }); },
+      py::arg("threads"));
 }
 
 }  // namespace nimbus::python

@@ -146,7 +146,7 @@ Tensor tf_range(const py::handle& start, const py::handle& limit, const py::hand
   const DType type = !dtype.is_none()                                        ? dtype_from_python(dtype)
                      : is_float(start) || is_float(limit) || is_float(delta) ? DType::kF32
                                                                              : DType::kI32;
-  return arange(first, last, step, type);
+  return placed(arange(first, last, step, type));
 }
 
 // TensorFlow's one_hot: the one-hot axis may be any, on and off values default to 1 and 0 in dtype
@@ -479,13 +479,13 @@ void bind_creation(py::module_& m) {
   m.def(
       "zeros",
       [](const py::handle& shape, const py::handle& dtype, const py::handle&) {
-        return zeros(Shape(ints_of(shape, "shape")), dtype_from_python(dtype));
+        return placed(zeros(Shape(ints_of(shape, "shape")), dtype_from_python(dtype)));
       },
       py::arg("shape"), py::arg("dtype") = DType::kF32, name_arg());
   m.def(
       "ones",
       [](const py::handle& shape, const py::handle& dtype, const py::handle&) {
-        return ones(Shape(ints_of(shape, "shape")), dtype_from_python(dtype));
+        return placed(ones(Shape(ints_of(shape, "shape")), dtype_from_python(dtype)));
       },
       py::arg("shape"), py::arg("dtype") = DType::kF32, name_arg());
   const auto filled_like = [](double value) {
@@ -528,7 +528,8 @@ void bind_nn(py::module_& m) {
 // random_normal (a, b: mean and stddev) or random_uniform (a, b: low and high).
 template <Tensor (*draw)(const Shape&, double, double, DType, Device, Generator*)>
 Tensor tf_random(const py::handle& shape, double a, double b, const py::handle& dtype, const py::handle& generator) {
-  return draw(Shape(ints_of(shape, "shape")), a, b, dtype_from_python(dtype), Device::cpu(), generator_of(generator));
+  return placed(
+      draw(Shape(ints_of(shape, "shape")), a, b, dtype_from_python(dtype), Device::cpu(), generator_of(generator)));
 }
 
 void bind_random(py::module_& m) {

@@ -203,8 +203,10 @@ Tensor to_tensor(const py::handle& value, const py::handle& dtype) {
   }
   const std::optional<DType> requested =
       dtype.is_none() ? std::nullopt : std::optional<DType>(dtype_from_python(dtype));
-  if (py::isinstance<py::array>(value)) return tensor_of_array(py::reinterpret_borrow<py::array>(value), requested);
-  return tensor_of_array(array_of_python_value(value, requested), requested);
+  if (py::isinstance<py::array>(value)) {
+    return placed(tensor_of_array(py::reinterpret_borrow<py::array>(value), requested));
+  }
+  return placed(tensor_of_array(array_of_python_value(value, requested), requested));
 }
 
 bool is_tensor(const py::handle& value) { return PyObject_TypeCheck(value.ptr(), python_type_of_tensor()); }
@@ -275,7 +277,7 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("_shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::rank)
-      .def_property_readonly("device", [](const Tensor& t) { return t.device().to_string(); })
+      .def_property_readonly("device", [](const Tensor& t) { return tensorflow_device_name(t.device()); })
       .def("numpy", &tensor_to_numpy)
       .def(
           "__array__",

@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "nimbus/base/error.h"
+#include "nimbus/distribute/strategy.h"
 #include "nimbus/train/trainer.h"
 
 namespace nimbus::python {
@@ -183,13 +184,16 @@ void bind_training(py::module_& m) {
   py::class_<Trainer>(m, "Trainer")
       .def(py::init([](const nn::Model& model, std::shared_ptr<train::Optimizer> optimizer, const train::Loss& loss,
                        const std::vector<std::string>& metrics,
-                       const std::vector<std::shared_ptr<train::Metric>>& metric_objects) {
+                       const std::vector<std::shared_ptr<train::Metric>>& metric_objects,
+                       std::shared_ptr<distribute::Strategy> strategy) {
              return Trainer(model, {.optimizer = std::move(optimizer),
                                     .loss = loss,
                                     .metrics = metrics,
-                                    .metric_objects = metric_objects});
+                                    .metric_objects = metric_objects,
+                                    .strategy = std::move(strategy)});
            }),
-           py::arg("model"), py::arg("optimizer"), py::arg("loss"), py::arg("metrics"), py::arg("metric_objects"))
+           py::arg("model"), py::arg("optimizer"), py::arg("loss"), py::arg("metrics"), py::arg("metric_objects"),
+           py::arg("strategy") = nullptr)
       .def_property_readonly("metrics_names", &Trainer::metric_names)
       .def_readwrite("stop_training", &Trainer::stop_training)
       .def("fit", [](Trainer& trainer, const py::object& x, const py::object& y,

@@ -8,7 +8,7 @@ made (``load_model``). Training (``compile``, ``fit``, ...) comes from
 import json
 import os
 
-from nimbus import _nimbus, errors
+from nimbus import _nimbus, distribute, errors
 from nimbus.keras.layers import Input, Layer, _assign_weights, _wrap
 from nimbus.keras.training import TrainingMixin
 
@@ -37,6 +37,7 @@ class Model(TrainingMixin):
 
     def _adopt(self, engine_model):
         TrainingMixin.__init__(self)
+        self.distribute_strategy = distribute._scope_strategy()  # pylint: disable=protected-access
         self._model = engine_model
         # The Python layer of each engine layer (by its _key), held here so that model.layers returns
         # the same objects for as long as the model lives.

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from nimbus import _nimbus, errors
+from nimbus import _nimbus, distribute, errors
 from nimbus.keras import callbacks as callbacks_module
 from nimbus.keras import losses, metrics as metrics_module, optimizers
 
@@ -89,8 +89,10 @@ class TrainingMixin:
         self.optimizer = optimizers.get(optimizer)
         self.loss = loss
         names, objects = metrics_module.resolve(metrics)
+        # A model made in a strategy's scope trains with it, wherever it is compiled (as in Keras).
+        self.distribute_strategy = getattr(self, "distribute_strategy", None) or distribute._scope_strategy()  # pylint: disable=protected-access
         self._trainer = _nimbus.Trainer(self._model, self.optimizer._native, losses.get(loss), names,  # pylint: disable=protected-access
-                                        objects)
+                                        objects, getattr(self.distribute_strategy, "_native", None))
         self._run_eagerly = bool(run_eagerly)
         self._jit_compile = jit_compile
 

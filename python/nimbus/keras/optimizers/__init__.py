@@ -6,7 +6,7 @@ train step; ``apply_gradients`` and ``minimize`` run the same update eagerly, fo
 """
 import numpy as np
 
-from nimbus import _nimbus, errors
+from nimbus import _nimbus, distribute, errors
 from nimbus.keras.optimizers import schedules
 
 
@@ -85,9 +85,23 @@ class Optimizer:
         self._native.build(list(var_list))
 
     def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False):  # pylint: disable=unused-argument
-        """One update of each variable from its gradient (``None`` gradients are skipped); returns the step."""
+        """One update of each variable from its gradient (``None`` gradients are skipped); returns the step.
+
+        Inside ``strategy.run`` with several replicas, the gradients are first summed over the replicas (as
+        Keras does, unless ``skip_gradients_aggregation``); the local replicas share their variables, so the
+        first of them applies the update while the others wait for it.
+        """
         pairs = list(grads_and_vars)
-        self._native.apply_gradients([g for g, _ in pairs], [v for _, v in pairs])
+        replica = distribute.get_replica_context()
+        if replica is None or replica.num_replicas_in_sync == 1:
+            self._native.apply_gradients([g for g, _ in pairs], [v for _, v in pairs])
+            return self.iterations
+        pairs = [(g, v) for g, v in pairs if g is not None]
+        gradients = [g if skip_gradients_aggregation else replica.all_reduce(distribute.ReduceOp.SUM, g)
+                     for g, _ in pairs]
+        if replica.replica_id_in_sync_group % replica.strategy._local_replicas == 0:  # pylint: disable=protected-access
+            self._native.apply_gradients(gradients, [v for _, v in pairs])
+        _nimbus.replica_barrier()
         return self.iterations
 
     def compute_gradients(self, loss, var_list, tape=None):
