@@ -147,7 +147,7 @@ Trainer::Trainer(nn::Model model, CompileOptions options)
   if (!options_.loss.defined()) {
     throw InvalidArgument("compile: no loss", "pass .loss = train::SparseCategoricalCrossentropy() or another");
   }
-  for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss.name()));
+  for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss));
   for (const auto& metric : options_.metric_objects) metrics_.push_back(metric);
   loss_mean_ = Mean("loss");
   const std::vector<nn::Layer> layers = model_.layers();
