@@ -26,6 +26,7 @@ struct GenerateArguments {
   int64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
+  bool no_cache = false;
 };
 
 // The tokenizer the run trained with: data.train.tokenizer of its config (bytes unless it names a
@@ -76,6 +77,8 @@ Command add_generate_command(CLI::App& app) {
   generate->add_option("--top-p", arguments->top_p, "sample among the fewest tokens whose probability reaches p")
       ->check(CLI::Range(1e-9, 1.0));
   generate->add_option("--seed", arguments->seed, "the sampling seed (default 0)");
+  generate->add_flag("--no-cache", arguments->no_cache,
+                     "recompute the whole prefix for each token instead of the KV cache (the same tokens, slower)");
   generate->add_option("--checkpoint", arguments->checkpoint, "last (default), best, or a checkpoint file");
   generate->add_option("--device", arguments->device, "where the model runs: cpu (default), auto, cuda, cuda:N");
   return [arguments] {
