@@ -1,7 +1,7 @@
 // `nimbus generate` on a run directory: a tiny byte-level GPT trained for a few seconds by
 // `nimbus train` (text source, AdamW with a cosine schedule and excluded variables, per-token
 // accuracy and perplexity, tokens_per_sec) continues a periodic text, also past its context; greedy
-// output is the same every run, --top-k 1 equals it, and bad flags are refused.
+// output is the same every run and without the KV cache, --top-k 1 equals it, and bad flags are refused.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -81,6 +81,7 @@ TEST(GenerateCli, GreedyContinuesTheTrainedTextTheSameEachRunAndTopKOneEqualsIt)
   const std::string greedy = run.generate("--max-tokens 30 --temperature 0");
   EXPECT_EQ(greedy, "efgh abcdefgh abcdefgh abcdefg\n");
   EXPECT_EQ(run.generate("--max-tokens 30 --temperature 0"), greedy);
+  EXPECT_EQ(run.generate("--max-tokens 30 --temperature 0 --no-cache"), greedy);  // the prefix recomputed
   EXPECT_EQ(run.generate("--max-tokens 30 --temperature 1 --top-k 1 --seed 3"), greedy);
   EXPECT_EQ(run.generate("--max-tokens 12 --temperature 1 --top-p 0.5 --seed 4").size(), 13u);
 
