@@ -77,7 +77,12 @@ void bind_losses_metrics(py::module_& m) {
         throw InvalidArgument(fmt::format("no metric class '{}'", kind));
       },
       py::arg("kind"), py::arg("name"), py::arg("threshold") = 0.5, py::arg("k") = 5, py::arg("num_thresholds") = 200);
-  m.def("get_metric", &train::get_metric, py::arg("name"), py::arg("loss_name"));
+  m.def(
+      "get_metric",
+      [](const std::string& name, const std::string& loss_name, bool from_logits) {
+        return train::get_metric(name, train::get_loss(loss_name, from_logits));
+      },
+      py::arg("name"), py::arg("loss_name"), py::arg("from_logits") = false);
 }
 
 }  // namespace nimbus::python

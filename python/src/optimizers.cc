@@ -115,8 +115,14 @@ void bind_optimizers(py::module_& m) {
                                       .fused = optional_bool(fused)};
         if (weight_decay.is_none()) return train::Adam(adam);
         // Keras's weight_decay on Adam is AdamW's decoupled decay.
-        return train::AdamW({adam.learning_rate, weight_decay.cast<double>(), adam.beta_1, adam.beta_2, adam.epsilon,
-                             adam.clipnorm, adam.global_clipnorm, adam.fused});
+        return train::AdamW({.learning_rate = adam.learning_rate,
+                             .weight_decay = weight_decay.cast<double>(),
+                             .beta_1 = adam.beta_1,
+                             .beta_2 = adam.beta_2,
+                             .epsilon = adam.epsilon,
+                             .clipnorm = adam.clipnorm,
+                             .global_clipnorm = adam.global_clipnorm,
+                             .fused = adam.fused});
       },
       py::arg("learning_rate"), py::arg("beta_1"), py::arg("beta_2"), py::arg("epsilon"), py::arg("weight_decay"),
       py::arg("clipnorm"), py::arg("global_clipnorm"), py::arg("fused"));

@@ -12,6 +12,7 @@
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/shape_ops.h"
+#include "src/nn/internal/decoding_cache.h"
 #include "src/nn/internal/layer_support.h"
 
 namespace nimbus::nn {
@@ -132,18 +133,18 @@ class MultiHeadAttentionLayer : public LayerImpl {
     const Tensor& key = inputs.size() > 2 ? inputs[2] : value;
     // Each projection: (N, T, D) x (D, heads, dim) -> (N, heads, T, dim).
     const Tensor q = project(query, query_kernel_, query_bias_);
-    const Tensor k = project(key, key_kernel_, key_bias_);
-    const Tensor v = project(value, value_kernel_, value_bias_);
+    Tensor k = project(key, key_kernel_, key_bias_);
+    Tensor v = project(value, value_kernel_, value_bias_);
+    int64_t offset = 0;  // the queries' position in the sequence
+    if (DecodingCache* cache = active_decoding_cache()) offset = extend_cache(*cache, inputs.size(), k, v);
     // One fused op (ops/nn.h): no (N, heads, T, S) scores or probabilities are kept.
     AttentionOptions attention{.scale = 1.0 / std::sqrt(static_cast<double>(key_dim_))};
-    if (inputs.size() == 4) {
-      // A masked position gets -1e9 added to its score, as in Keras; with the causal mask as well, the
-      // two combine into one mask, so a row that allows no key still spreads over every key as Keras's does.
-      Tensor allowed = cast(expand_dims(inputs[3], 1), q.dtype());  // (N, 1, T, S)
-      if (options_.use_causal_mask) allowed = allowed * causal_positions(q.dim(2), k.dim(2), q);
-      attention.mask = (1.0 - allowed) * kMaskedScore;
+    if (inputs.size() == 4 || offset > 0) {
+      // A masked position gets -1e9 added to its score, as in Keras; an attention_mask and the causal mask
+      // combine into one, so a row that allows no key still spreads over every key as Keras's does.
+      attention.mask = (1.0 - allowed_positions(inputs, q.dim(2), k.dim(2), offset, q)) * kMaskedScore;
     } else {
-      attention.causal = options_.use_causal_mask;
+      attention.causal = options_.use_causal_mask;  // the op's causal mask: queries and keys start together
     }
     if (training) {
       attention.dropout = options_.dropout;
@@ -160,9 +161,42 @@ class MultiHeadAttentionLayer : public LayerImpl {
   }
 
  private:
-  // Keras's _compute_causal_mask: tril(ones(T, S)), 1 where query t may attend to position s <= t.
-  static Tensor causal_positions(int64_t t, int64_t s, const Tensor& like) {
-    return tril(ones(Shape{t, s}, like.dtype(), like.device()));
+  // Incremental decoding: appends this call's keys and values (N, heads, T, dim) to the cache's and
+  // replaces k and v by all of them, so the new queries attend over the whole sequence; returns
+  // the new tokens' offset.
+  int64_t extend_cache(DecodingCache& cache, size_t num_inputs, Tensor& k, Tensor& v) {
+    if (!options_.use_causal_mask || num_inputs == 4) {
+      throw InvalidArgument(
+          fmt::format("MultiHeadAttention '{}': decoding with a KV cache needs causal self-attention without an "
+                      "attention_mask",
+                      name()),
+          "build the model's attention with use_causal_mask: true, or generate without the cache");
+    }
+    DecodingCache::Entry& entry = cache.entry(this);
+    if (entry.keys.defined()) {
+      NIMBUS_ASSERT(entry.keys.dim(2) == cache.offset())
+          << name() << ": the KV cache holds " << entry.keys.dim(2) << " positions at offset " << cache.offset();
+      k = concat({entry.keys, k}, 2);
+      v = concat({entry.values, v}, 2);
+    }
+    entry.keys = k;
+    entry.values = v;
+    return cache.offset();
+  }
+
+  // 1 where query t may attend to key s, broadcastable to the scores (N, heads, T, S): the
+  // attention_mask input (N, 1, T, S) and/or the causal mask (T, S), of which there is at least one.
+  // Queries from `offset` on (decoding with a cache) see positions s <= offset + t.
+  Tensor allowed_positions(const std::vector<Tensor>& inputs, int64_t t, int64_t s, int64_t offset,
+                           const Tensor& like) const {
+    std::optional<Tensor> allowed;
+    if (inputs.size() == 4) allowed = cast(expand_dims(inputs[3], 1), like.dtype());
+    if (options_.use_causal_mask) {
+      // Keras's _compute_causal_mask: tril(ones(T, S)), built from the lengths alone.
+      const Tensor causal = tril(ones(Shape{t, s}, like.dtype(), like.device()), offset);
+      allowed = allowed ? *allowed * causal : causal;
+    }
+    return *allowed;
   }
 
   Tensor project(const Tensor& x, const Variable& kernel, const Variable& bias) const {
@@ -211,8 +245,16 @@ class PositionEmbeddingLayer : public LayerImpl {
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Tensor& x = inputs[0];
+    // Decoding with a cache, x holds the tokens from the cache's offset on.
+    const DecodingCache* cache = active_decoding_cache();
+    const int64_t offset = cache != nullptr ? cache->offset() : 0;
+    if (offset + x.dim(1) > sequence_length_) {
+      throw InvalidArgument(fmt::format("PositionEmbedding '{}': positions {} to {} are past sequence_length {}",
+                                        name(), offset, offset + x.dim(1) - 1, sequence_length_),
+                            "keep prompts and generated text within the model's context");
+    }
     Tensor table = embeddings_.value();
-    if (x.dim(1) < sequence_length_) table = slice(table, {0, 0}, {x.dim(1), table.dim(1)});
+    if (offset > 0 || x.dim(1) < sequence_length_) table = slice(table, {offset, 0}, {x.dim(1), table.dim(1)});
     return {broadcast_to(table, x.shape())};
   }
 

@@ -14,6 +14,7 @@
 #include "nimbus/nn/layers.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/tensor/safetensors.h"
+#include "src/nn/internal/decoding_cache.h"
 
 namespace nimbus::nn {
 
@@ -100,11 +101,17 @@ std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs, bool tr
         fmt::format("model '{}': takes {} input(s), got {}", state.name, state.inputs.size(), inputs.size()));
   }
   std::unordered_map<const KerasTensor::Node*, std::vector<Tensor>> values;
+  const bool decoding = internal::active_decoding_cache() != nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Dims& expected = state.inputs[i].shape();
     const Shape& got = inputs[i].shape();
     bool match = got.rank() == static_cast<int>(expected.size());
     for (int d = 1; match && d < got.rank(); ++d) match = expected[d] < 0 || expected[d] == got[d];
+    // Decoding with a KV cache, the sequence axis holds only the new tokens (decoding_cache.h).
+    if (!match && decoding && got.rank() == static_cast<int>(expected.size()) && got.rank() >= 2) {
+      match = got[1] <= expected[1];
+      for (int d = 2; match && d < got.rank(); ++d) match = expected[d] < 0 || expected[d] == got[d];
+    }
     if (!match) {
       throw InvalidArgument(fmt::format("model '{}': input {} has shape {}, the model expects {}", state.name, i,
                                         got.to_string(), format_dims(expected)));

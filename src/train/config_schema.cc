@@ -43,7 +43,13 @@ std::map<std::string, ConfigKey> with_pipeline_keys(std::map<std::string, Config
                                                               {"ignore_errors", ConfigType::kBool},
                                                               {"max_bad_records", ConfigType::kInt},
                                                               {"allow_truncated_images", ConfigType::kBool},
-                                                              {"allow_non_finite", ConfigType::kBool}};
+                                                              {"allow_non_finite", ConfigType::kBool},
+                                                              {"tokenizer", ConfigType::kStringOrObject},
+                                                              {"tokenizer.sentencepiece", ConfigType::kString},
+                                                              {"sequence_length", ConfigType::kInt},
+                                                              {"stride", ConfigType::kInt},
+                                                              {"format", ConfigType::kString},
+                                                              {"validation_split", ConfigType::kNumber}};
   for (const char* split : {"data.train.", "data.validation."}) {
     for (const auto& [key, type] : pipeline_keys) keys[std::string(split) + key] = {type, nullptr};
   }
@@ -69,7 +75,18 @@ const std::map<std::string, ConfigKey>& config_schema() {
       {"model.backend", {ConfigType::kString, nullptr}},
       {"compile.optimizer", {ConfigType::kStringOrObject, "adam"}},
       {"compile.optimizer.name", {ConfigType::kString, nullptr}},
-      {"compile.optimizer.learning_rate", {ConfigType::kNumber, nullptr}},
+      {"compile.optimizer.learning_rate", {ConfigType::kNumberOrObject, nullptr}},
+      {"compile.optimizer.learning_rate.name", {ConfigType::kString, nullptr}},
+      {"compile.optimizer.learning_rate.initial_learning_rate", {ConfigType::kNumber, nullptr}},
+      {"compile.optimizer.learning_rate.decay_steps", {ConfigType::kInt, nullptr}},
+      {"compile.optimizer.learning_rate.alpha", {ConfigType::kNumber, nullptr}},
+      {"compile.optimizer.learning_rate.warmup_target", {ConfigType::kNumber, nullptr}},
+      {"compile.optimizer.learning_rate.warmup_steps", {ConfigType::kInt, nullptr}},
+      {"compile.optimizer.learning_rate.decay_rate", {ConfigType::kNumber, nullptr}},
+      {"compile.optimizer.learning_rate.staircase", {ConfigType::kBool, nullptr}},
+      {"compile.optimizer.learning_rate.boundaries", {ConfigType::kIntList, nullptr}},
+      {"compile.optimizer.learning_rate.values", {ConfigType::kList, nullptr}},
+      {"compile.optimizer.exclude_from_weight_decay", {ConfigType::kStringList, nullptr}},
       {"compile.optimizer.momentum", {ConfigType::kNumber, nullptr}},
       {"compile.optimizer.nesterov", {ConfigType::kBool, nullptr}},
       {"compile.optimizer.beta_1", {ConfigType::kNumber, nullptr}},
@@ -137,6 +154,7 @@ const char* config_type_name(ConfigType type) {
     case ConfigType::kIntOrAuto: return "an integer or auto";
     case ConfigType::kSize: return "a byte count or a size such as 12GiB";
     case ConfigType::kNumber: return "a number";
+    case ConfigType::kNumberOrObject: return "a number or a mapping";
     case ConfigType::kBool: return "a boolean (true or false)";
     case ConfigType::kString: return "a string";
     case ConfigType::kIntList: return "a list of integers";
@@ -158,6 +176,7 @@ bool matches(const nlohmann::json& value, ConfigType type) {
     case ConfigType::kIntOrAuto: return value.is_number_integer() || value == "auto";
     case ConfigType::kSize: return value.is_number_integer() || value.is_string();
     case ConfigType::kNumber: return value.is_number();
+    case ConfigType::kNumberOrObject: return value.is_number() || value.is_object();
     case ConfigType::kBool: return value.is_boolean();
     case ConfigType::kString: return value.is_string();
     case ConfigType::kIntList:
@@ -320,6 +339,11 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
                           "(docs/data.md)");
   }
   fill_defaults(config);
+  if (is_pipeline_split(config["data"]["train"])) {
+    check_pipeline_split(config["data"]["train"], "data.train",
+                         [&](const std::string& path) { return source.where(path); });
+    resolve_validation_split(config["data"], [&](const std::string& path) { return source.where(path); });
+  }
   for (const char* split : {"train", "validation"}) {
     if (!config["data"].contains(split)) continue;
     const std::string section = std::string("data.") + split;

@@ -123,12 +123,11 @@ void check_compile(const Json& compile, const ConfigSource& source) {
   check_made(compile.at("optimizer"), "compile.optimizer", source,
              [](const Json& spec) { (void)optimizer_from_config(spec); });
   check_made(compile.at("loss"), "compile.loss", source, [](const Json& spec) { (void)loss_from_config(spec); });
-  const Json& loss = compile.at("loss");
-  const std::string loss_name = loss.is_string() ? loss.get<std::string>() : loss.value("name", std::string());
+  const Loss loss = loss_from_config(compile.at("loss"));
   const Json& metrics = compile.at("metrics");
   for (size_t i = 0; i < metrics.size(); ++i) {
     check_made(metrics[i], fmt::format("compile.metrics[{}]", i), source,
-               [&](const Json& name) { (void)get_metric(name.get<std::string>(), loss_name); });
+               [&](const Json& name) { (void)get_metric(name.get<std::string>(), loss); });
   }
 }
 

@@ -86,13 +86,29 @@ struct ConfigurableKind {
 const std::vector<ConfigurableKind>& optimizer_kinds() {
   static const std::vector<std::string> adam = {"learning_rate", "beta_1",   "beta_2",          "epsilon",
                                                 "weight_decay",  "clipnorm", "global_clipnorm", "fused"};
+  static const std::vector<std::string> adamw = [] {
+    std::vector<std::string> arguments = adam;
+    arguments.push_back("exclude_from_weight_decay");
+    return arguments;
+  }();
   static const std::vector<ConfigurableKind> kinds = {
       {"adam", "Adam", adam},
       {"sgd", "SGD", {"learning_rate", "momentum", "nesterov", "clipnorm", "global_clipnorm"}},
-      {"adamw", "AdamW", adam},
+      {"adamw", "AdamW", adamw},
       {"rmsprop",
        "RMSprop",
        {"learning_rate", "rho", "momentum", "epsilon", "centered", "clipnorm", "global_clipnorm"}}};
+  return kinds;
+}
+
+// Learning-rate schedules, as compile.optimizer.learning_rate: {name: cosine_decay, ...}.
+const std::vector<ConfigurableKind>& schedule_kinds() {
+  static const std::vector<ConfigurableKind> kinds = {
+      {"cosine_decay",
+       "CosineDecay",
+       {"initial_learning_rate", "decay_steps", "alpha", "warmup_target", "warmup_steps"}},
+      {"exponential_decay", "ExponentialDecay", {"initial_learning_rate", "decay_steps", "decay_rate", "staircase"}},
+      {"piecewise_constant_decay", "PiecewiseConstantDecay", {"boundaries", "values"}}};
   return kinds;
 }
 
@@ -141,6 +157,35 @@ std::optional<double> optional_number(const Json& options, const char* key) {
   return options[key].get<double>();
 }
 
+// A number, or a schedule's mapping (schedule_kinds); `fallback` when absent.
+LearningRate learning_rate_from_config(const Json& options, double fallback) {
+  if (!options.contains("learning_rate")) return fallback;
+  const Json& spec = options["learning_rate"];
+  if (spec.is_number()) return spec.get<double>();
+  if (!spec.is_object() || !spec.contains("name")) {
+    throw InvalidArgument(fmt::format("learning_rate must be a number or a schedule, got {}", spec.dump()),
+                          "e.g. learning_rate: {name: cosine_decay, initial_learning_rate: 0, decay_steps: 5000, "
+                          "warmup_target: 0.001, warmup_steps: 200}");
+  }
+  const auto [schedule, kind] = find_kind(spec, schedule_kinds(), "learning-rate schedule");
+  const std::string name = kind->name;
+  if (name == "cosine_decay") {
+    return CosineDecay({.initial_learning_rate = schedule.value("initial_learning_rate", 1e-3),
+                        .decay_steps = schedule.value("decay_steps", int64_t{1000}),
+                        .alpha = schedule.value("alpha", 0.0),
+                        .warmup_target = optional_number(schedule, "warmup_target"),
+                        .warmup_steps = schedule.value("warmup_steps", int64_t{0})});
+  }
+  if (name == "exponential_decay") {
+    return ExponentialDecay({.initial_learning_rate = schedule.value("initial_learning_rate", 1e-3),
+                             .decay_steps = schedule.value("decay_steps", int64_t{1000}),
+                             .decay_rate = schedule.value("decay_rate", 0.96),
+                             .staircase = schedule.value("staircase", false)});
+  }
+  return PiecewiseConstantDecay({.boundaries = schedule.at("boundaries").get<std::vector<int64_t>>(),
+                                 .values = schedule.at("values").get<std::vector<double>>()});
+}
+
 }  // namespace
 
 std::shared_ptr<Optimizer> optimizer_from_config(const nlohmann::json& spec) {
@@ -149,14 +194,14 @@ std::shared_ptr<Optimizer> optimizer_from_config(const nlohmann::json& spec) {
   const std::optional<double> clipnorm = optional_number(options, "clipnorm");
   const std::optional<double> global_clipnorm = optional_number(options, "global_clipnorm");
   if (name == "sgd") {
-    return SGD({.learning_rate = options.value("learning_rate", 0.01),
+    return SGD({.learning_rate = learning_rate_from_config(options, 0.01),
                 .momentum = options.value("momentum", 0.0),
                 .nesterov = options.value("nesterov", false),
                 .clipnorm = clipnorm,
                 .global_clipnorm = global_clipnorm});
   }
   if (name == "rmsprop") {
-    return RMSprop({.learning_rate = options.value("learning_rate", 1e-3),
+    return RMSprop({.learning_rate = learning_rate_from_config(options, 1e-3),
                     .rho = options.value("rho", 0.9),
                     .momentum = options.value("momentum", 0.0),
                     .epsilon = options.value("epsilon", 1e-7),
@@ -164,8 +209,9 @@ std::shared_ptr<Optimizer> optimizer_from_config(const nlohmann::json& spec) {
                     .clipnorm = clipnorm,
                     .global_clipnorm = global_clipnorm});
   }
-  AdamWOptions adam{.learning_rate = options.value("learning_rate", 1e-3),
+  AdamWOptions adam{.learning_rate = learning_rate_from_config(options, 1e-3),
                     .weight_decay = options.value("weight_decay", name == "adamw" ? 0.004 : 0.0),
+                    .exclude_from_weight_decay = options.value("exclude_from_weight_decay", std::vector<std::string>{}),
                     .beta_1 = options.value("beta_1", 0.9),
                     .beta_2 = options.value("beta_2", 0.999),
                     .epsilon = options.value("epsilon", 1e-7),

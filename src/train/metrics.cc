@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "nimbus/base/error.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
@@ -13,7 +16,10 @@ namespace nimbus::train {
 namespace {
 
 Tensor count_true(const Tensor& condition) { return sum(cast(condition, DType::kF32)); }
-Tensor count_of(const Tensor& x) { return Tensor::scalar<float>(static_cast<float>(x.dim(0))); }
+// How many predictions y_pred holds: one per sample for (N, C) scores, one per token for (N, T, C).
+Tensor predictions_in(const Tensor& y_pred) {
+  return Tensor::scalar<float>(static_cast<float>(y_pred.numel() / std::max<int64_t>(y_pred.dim(-1), 1)));
+}
 
 Tensor labels_as_ids(const Tensor& y_true, const Tensor& y_pred) {
   Tensor ids = y_true;
@@ -43,7 +49,7 @@ class SparseCategoricalAccuracyMetric : public RatioMetric {
  public:
   using RatioMetric::RatioMetric;
   std::vector<Tensor> batch_statistics(const Tensor& y_true, const Tensor& y_pred) const override {
-    return {count_true(equal(argmax(y_pred, -1), labels_as_ids(y_true, y_pred))), count_of(y_pred)};
+    return {count_true(equal(argmax(y_pred, -1), labels_as_ids(y_true, y_pred))), predictions_in(y_pred)};
   }
 };
 
@@ -51,7 +57,7 @@ class CategoricalAccuracyMetric : public RatioMetric {
  public:
   using RatioMetric::RatioMetric;
   std::vector<Tensor> batch_statistics(const Tensor& y_true, const Tensor& y_pred) const override {
-    return {count_true(equal(argmax(y_pred, -1), argmax(y_true, -1))), count_of(y_pred)};
+    return {count_true(equal(argmax(y_pred, -1), argmax(y_true, -1))), predictions_in(y_pred)};
   }
 };
 
@@ -77,10 +83,12 @@ class TopKMetric : public RatioMetric {
   std::vector<Tensor> batch_statistics(const Tensor& y_true, const Tensor& y_pred) const override {
     const int64_t classes = y_pred.dim(-1);
     const int64_t k = std::min(k_, classes);
-    const Tensor kth = slice(top_k(y_pred, k).first, {0, k - 1}, {-1, 1});  // (N, 1)
-    const Tensor label_score =
-        sum(one_hot(labels_as_ids(y_true, y_pred), classes, y_pred.dtype()) * y_pred, {-1}, true);
-    return {count_true(greater_equal(label_score, kth)), count_of(y_pred)};
+    // One row per prediction: (N, C), or (N T, C) for per-token scores.
+    const Tensor scores = reshape(y_pred, std::vector<int64_t>{-1, classes});
+    const Tensor ids = reshape(labels_as_ids(y_true, y_pred), std::vector<int64_t>{-1});
+    const Tensor kth = slice(top_k(scores, k).first, {0, k - 1}, {-1, 1});  // (M, 1)
+    const Tensor label_score = sum(one_hot(ids, classes, scores.dtype()) * scores, {-1}, true);
+    return {count_true(greater_equal(label_score, kth)), predictions_in(y_pred)};
   }
 
  private:
@@ -141,6 +149,22 @@ class AUCMetric : public Metric {
   Tensor thresholds_;
 };
 
+// Statistics {sum of the loss over every prediction, how many}; the result is exp of their ratio.
+class PerplexityMetric : public Metric {
+ public:
+  PerplexityMetric(Loss loss, std::string name) : Metric(std::move(name)), loss_(std::move(loss)) {
+    if (!loss_.defined()) throw InvalidArgument(fmt::format("{}: needs the loss it exponentiates", this->name()));
+  }
+  std::vector<Tensor> batch_statistics(const Tensor& y_true, const Tensor& y_pred) const override {
+    const Tensor losses = loss_.per_sample(y_true, y_pred);  // one per token for (N, T) targets
+    return {sum(cast(losses, DType::kF32)), Tensor::scalar<float>(static_cast<float>(losses.numel()))};
+  }
+  double result() const override { return totals_.empty() ? 0 : std::exp(ratio(totals_[0][0], totals_[1][0])); }
+
+ private:
+  Loss loss_;
+};
+
 class MeanMetric : public RatioMetric {
  public:
   using RatioMetric::RatioMetric;
@@ -186,8 +210,13 @@ std::shared_ptr<Metric> AUC(int num_thresholds, const std::string& name) {
 }
 std::shared_ptr<Metric> Accuracy(const std::string& name) { return std::make_shared<AccuracyMetric>(name); }
 std::shared_ptr<Metric> Mean(const std::string& name) { return std::make_shared<MeanMetric>(name); }
+std::shared_ptr<Metric> Perplexity(const Loss& loss, const std::string& name) {
+  return std::make_shared<PerplexityMetric>(loss, name);
+}
 
-std::shared_ptr<Metric> get_metric(const std::string& name, const std::string& loss_name) {
+std::shared_ptr<Metric> get_metric(const std::string& name, const Loss& loss) {
+  const std::string& loss_name = loss.name();
+  if (name == "perplexity") return Perplexity(loss);
   if (name == "accuracy" || name == "acc") {
     if (loss_name == "sparse_categorical_crossentropy") return SparseCategoricalAccuracy("accuracy");
     if (loss_name == "categorical_crossentropy") return CategoricalAccuracy("accuracy");
@@ -202,7 +231,7 @@ std::shared_ptr<Metric> get_metric(const std::string& name, const std::string& l
   if (name == "auc" || name == "AUC") return AUC();
   throw InvalidArgument(fmt::format("unknown metric '{}'", name),
                         "use one of accuracy, sparse_categorical_accuracy, categorical_accuracy, binary_accuracy, "
-                        "top_k, precision, recall, auc");
+                        "top_k, precision, recall, auc, perplexity");
 }
 
 }  // namespace nimbus::train

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <regex>
+#include <tuple>
 
 #include "nimbus/base/error.h"
 #include "nimbus/ops/creation.h"
@@ -287,6 +289,14 @@ class AdamOptimizer : public Optimizer {
             options.epsilon);
     require(options.weight_decay >= 0 && std::isfinite(options.weight_decay), this->name(), "weight_decay",
             "a finite number >= 0", options.weight_decay);
+    for (const std::string& pattern : options.exclude_from_weight_decay) {
+      try {
+        excluded_.emplace_back(pattern);
+      } catch (const std::regex_error& error) {
+        throw InvalidArgument(fmt::format("{}: exclude_from_weight_decay: '{}' is not a regular expression: {}",
+                                          this->name(), pattern, error.what()));
+      }
+    }
   }
   std::shared_ptr<Optimizer> clone() const override { return std::make_shared<AdamOptimizer>(name(), options_); }
 
@@ -294,10 +304,14 @@ class AdamOptimizer : public Optimizer {
   void build_slots(size_t, const Variable& variable) override {
     m_.push_back(add_slot(variable, "m"));
     v_.push_back(add_slot(variable, "v"));
+    decayed_.push_back(options_.weight_decay != 0 &&
+                       std::none_of(excluded_.begin(), excluded_.end(), [&](const std::regex& pattern) {
+                         return std::regex_search(variable.name(), pattern);
+                       }));
   }
   void update(size_t index, Variable w, const Tensor& g, const Tensor& lr_f64, const Tensor& step) override {
     const double b1 = options_.beta_1, b2 = options_.beta_2;
-    if (options_.weight_decay != 0) w.assign_sub(w.value() * cast(decay(lr_f64), w.dtype()));
+    if (decayed_[index]) w.assign_sub(w.value() * cast(decay(lr_f64), w.dtype()));
     const Tensor alpha = cast(step_size(lr_f64, step), w.dtype());
     Variable& m = m_[index];
     Variable& v = v_[index];
@@ -312,21 +326,22 @@ class AdamOptimizer : public Optimizer {
   // through update().
   void update_all(const std::vector<size_t>& indices, const std::vector<Variable>& variables,
                   const std::vector<Tensor>& gradients, const Tensor& lr, const Tensor& step) override {
-    std::map<std::pair<std::string, DType>, std::vector<size_t>> groups;
+    // (device, dtype, decayed) -> variables; adam_update decays all of a call's variables or none.
+    std::map<std::tuple<std::string, DType, bool>, std::vector<size_t>> groups;
     for (size_t i : indices) {
       if (fused_for(variables[i], step.device())) {
-        groups[{variables[i].value().device().to_string(), variables[i].dtype()}].push_back(i);
+        groups[{variables[i].value().device().to_string(), variables[i].dtype(), decayed_[i]}].push_back(i);
       } else {
         update(i, variables[i], gradients[i], lr, step);
       }
     }
     if (groups.empty()) return;
-    const AdamUpdateOptions options{.beta_1 = options_.beta_1,
-                                    .beta_2 = options_.beta_2,
-                                    .epsilon = options_.epsilon,
-                                    .weight_decay = options_.weight_decay != 0};
     const Tensor alpha = step_size(lr, step), lr_decay = decay(lr);
     for (const auto& [key, group] : groups) {
+      const AdamUpdateOptions options{.beta_1 = options_.beta_1,
+                                      .beta_2 = options_.beta_2,
+                                      .epsilon = options_.epsilon,
+                                      .weight_decay = std::get<2>(key)};
       std::vector<Tensor> w, m, v, g;
       for (size_t i : group) {
         w.push_back(variables[i].value());
@@ -376,7 +391,9 @@ class AdamOptimizer : public Optimizer {
   }
 
   AdamWOptions options_;
+  std::vector<std::regex> excluded_;  // exclude_from_weight_decay, compiled
   std::vector<Variable> m_, v_;
+  std::vector<bool> decayed_;  // per variable: whether weight decay applies
 };
 
 class RMSpropOptimizer : public Optimizer {

@@ -181,6 +181,8 @@ nlohmann::json RunDirectory::finish(const History& history, const Trainer& train
       {"epochs", nlohmann::ordered_json::array()},
       {"interrupted", signal_received() != 0},
   };
+  // Language models (token-sequence labels): samples_per_sec x tokens per sample.
+  if (history.tokens_per_sec > 0) summary["tokens_per_sec"] = history.tokens_per_sec;
   if (metrics_) {
     for (const auto& epoch : metrics_->epochs()) summary["epochs"].push_back(epoch);
   }

@@ -69,9 +69,11 @@ class ProgressBarCallback : public Callback {
     start_ = Clock::now();
     last_draw_ = start_;
     steps_ = 0;
+    tokens_ = 0;
   }
   void on_train_batch_end(Trainer& trainer, int64_t step, const Logs& logs) override {
     steps_ = step + 1;
+    tokens_ += trainer.last_step.tokens;
     if (verbose_ != 1 || !terminal_) return;
     const auto now = Clock::now();
     if (steps_ < trainer.params.steps && now - last_draw_ < std::chrono::milliseconds(50)) return;
@@ -99,6 +101,8 @@ class ProgressBarCallback : public Callback {
     } else {
       text += fmt::format(" - ETA: {:.0f}s", per_step * double(target - current));
     }
+    // Language models: label tokens per second over the epoch so far (History::tokens_per_sec's count).
+    if (tokens_ > 0 && elapsed > 0) text += fmt::format(" - {:.0f} tokens/s", double(tokens_) / elapsed);
     for (const std::string& name : trainer.metric_names()) {
       if (auto it = logs.find(name); it != logs.end()) text += fmt::format(" - {}: {}", name, format_value(it->second));
     }
@@ -115,6 +119,7 @@ class ProgressBarCallback : public Callback {
   bool terminal_;
   Clock::time_point start_, last_draw_;
   int64_t steps_ = 0;
+  int64_t tokens_ = 0;  // label tokens this epoch
 };
 
 }  // namespace
@@ -147,7 +152,7 @@ Trainer::Trainer(nn::Model model, CompileOptions options)
   if (!options_.loss.defined()) {
     throw InvalidArgument("compile: no loss", "pass .loss = train::SparseCategoricalCrossentropy() or another");
   }
-  for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss.name()));
+  for (const std::string& name : options_.metrics) metrics_.push_back(get_metric(name, options_.loss));
   for (const auto& metric : options_.metric_objects) metrics_.push_back(metric);
   loss_mean_ = Mean("loss");
   const std::vector<nn::Layer> layers = model_.layers();
@@ -366,6 +371,14 @@ void check_batching(const FitOptions& options, int64_t replicas) {
   }
 }
 
+// A language model's labels are token ids, more than one per sample ((N, T) for (N, T, V) logits):
+// how many per sample; 0 for other labels (class ids (N) or (N, 1), floats).
+int64_t label_tokens_per_sample(const Tensor& labels) {
+  if (labels.rank() < 2 || labels.dim(0) == 0 || !is_integral(labels.dtype())) return 0;
+  const int64_t per_sample = labels.numel() / labels.dim(0);
+  return per_sample > 1 ? per_sample : 0;
+}
+
 // The progress bar (verbose > 0; in place on a terminal), then the options' callbacks.
 std::vector<std::shared_ptr<Callback>> fit_callbacks(const FitOptions& options) {
   std::ostream& out = options.output ? *options.output : std::cout;
@@ -446,6 +459,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   const auto start = Clock::now();
   const auto elapsed = [&] { return elapsed_before + seconds_since(start); };
   ThroughputMeter throughput;
+  int64_t tokens_per_sample = 0;  // History::tokens_per_sec's; 0 unless the labels are token sequences
   // Batches for another device go through its uploader (CUDA: pinned, double-buffered copies on the
   // copy stream), batch N+1 while the device runs step N (device_batches.h).
   DeviceBatches device_batches(batches, device(), options.prefetch_to_device, *profiler_);
@@ -464,6 +478,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
       const std::optional<DeviceBatches::Batch> batch = device_batches.next();
       if (!batch) break;  // the pipeline ended the epoch (the next begin_step drops the open record)
       const int64_t batch_size = batch->x.dim(0);
+      const int64_t step_tokens = batch_size * label_tokens_per_sample(batch->y);
       double step_loss = 0;
       {
         auto span = profiler_->span(monitor::Span::kCompute);
@@ -476,7 +491,9 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
         step_loss = outputs[0].item<double>();
       }
       if (loss_scale_) profiler_->set_loss_scale(loss_scale_->scale(), loss_scale_->skipped_steps());
-      last_step = {.samples = batch_size, .seconds = seconds_since(step_start), .loss = step_loss};
+      last_step = {
+          .samples = batch_size, .tokens = step_tokens, .seconds = seconds_since(step_start), .loss = step_loss};
+      if (step_tokens > 0) tokens_per_sample = label_tokens_per_sample(batch->y);
       position_.advance(step + 1, batch_size, batch->position, elapsed());
       history.samples += batch_size;
       // Throughput leaves out the first 20 steps (the first one in short runs): tracing and warm-up.
@@ -508,6 +525,7 @@ History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   history.steps = throughput.steps();
   history.wall_seconds = seconds_since(start);
   history.samples_per_sec = throughput.samples_per_sec();
+  history.tokens_per_sec = history.samples_per_sec * static_cast<double>(tokens_per_sample);
   return history;
 }
 

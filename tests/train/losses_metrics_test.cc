@@ -102,7 +102,7 @@ TEST(Losses, GradientsMatchFiniteDifferences) {
 TEST(Metrics, AccuracyVariantsAndTopK) {
   const Tensor logits = Tensor::from_vector<float>({0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f, 0.2f, 0.3f, 0.5f}, {3, 3});
   const Tensor labels = Tensor::from_vector<uint8_t>({1, 2, 2}, {3});
-  auto accuracy = train::get_metric("accuracy", "sparse_categorical_crossentropy");
+  auto accuracy = train::get_metric("accuracy", train::SparseCategoricalCrossentropy());
   EXPECT_EQ(accuracy->name(), "accuracy");
   accuracy->update_state(labels, logits);
   EXPECT_NEAR(accuracy->result(), 2.0 / 3, 1e-12);
@@ -115,10 +115,10 @@ TEST(Metrics, AccuracyVariantsAndTopK) {
   top2->update_state(labels, logits);  // row 1: label 2 scores lowest -> out
   EXPECT_NEAR(top2->result(), 2.0 / 3, 1e-12);
 
-  auto categorical = train::get_metric("accuracy", "categorical_crossentropy");
+  auto categorical = train::get_metric("accuracy", train::CategoricalCrossentropy());
   categorical->update_state(Tensor::from_vector<float>({0, 1, 0, 1, 0, 0, 0, 1, 0}, {3, 3}), logits);
   EXPECT_NEAR(categorical->result(), 2.0 / 3, 1e-12);
-  EXPECT_THROW(train::get_metric("f1_typo", ""), InvalidArgument);
+  EXPECT_THROW(train::get_metric("f1_typo", train::Loss()), InvalidArgument);
 }
 
 TEST(Metrics, PrecisionRecallAndAUC) {

@@ -14,6 +14,7 @@ Command add_data_command(CLI::App& app);
 Command add_dmon_command(CLI::App& app);
 Command add_doctor_command(CLI::App& app);
 Command add_evaluate_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
 Command add_ops_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);

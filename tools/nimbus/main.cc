@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
       {"dmon", nimbus::cli::add_dmon_command(app)},
       {"doctor", nimbus::cli::add_doctor_command(app)},
       {"evaluate", nimbus::cli::add_evaluate_command(app)},
+      {"generate", nimbus::cli::add_generate_command(app)},
       {"info", nimbus::cli::add_info_command(app)},
       {"ops", nimbus::cli::add_ops_command(app)},
       {"predict", nimbus::cli::add_predict_command(app)},

@@ -143,7 +143,10 @@ Command add_train_command(CLI::App& app, const int& threads) {
                                summary["steps"].get<int64_t>(), summary["run_dir"].get<std::string>());
       return 0;
     }
-    std::cout << fmt::format("samples/s: {:.0f}  final: {}\n", summary["samples_per_sec"].get<double>(),
+    const std::string tokens = summary.contains("tokens_per_sec")
+                                   ? fmt::format("  tokens/s: {:.0f}", summary["tokens_per_sec"].get<double>())
+                                   : "";
+    std::cout << fmt::format("samples/s: {:.0f}{}  final: {}\n", summary["samples_per_sec"].get<double>(), tokens,
                              summary["final"].dump());
     return 0;
   };

@@ -29,6 +29,7 @@ enum class ConfigType {
   kInt,
   kIntOrAuto,
   kNumber,
+  kNumberOrObject,
   kBool,
   kString,
   kSize,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nimbus/tensor/tensor.h"
+#include "nimbus/train/losses.h"
 
 namespace nimbus::train {
 
@@ -51,7 +52,9 @@ class Metric {
 
 // Keras's Accuracy: fraction of elements where y_pred equals y_true (compared in y_pred's dtype).
 std::shared_ptr<Metric> Accuracy(const std::string& name = "accuracy");
-// Fraction of samples whose argmax equals the class id.
+// The accuracies and top-k count one prediction per row of scores: per sample for (N, C), per token
+// for a language model's (N, T, C) logits with (N, T) ids.
+// Fraction of predictions whose argmax equals the class id.
 std::shared_ptr<Metric> SparseCategoricalAccuracy(const std::string& name = "sparse_categorical_accuracy");
 // Fraction whose argmax equals the one-hot target's argmax.
 std::shared_ptr<Metric> CategoricalAccuracy(const std::string& name = "categorical_accuracy");
@@ -68,10 +71,14 @@ std::shared_ptr<Metric> Recall(double threshold = 0.5, const std::string& name =
 std::shared_ptr<Metric> AUC(int num_thresholds = 200, const std::string& name = "auc");
 // Weighted mean of values (the trainer's "loss").
 std::shared_ptr<Metric> Mean(const std::string& name = "mean");
+// exp(total loss / total predictions) over the epoch, `loss` per token (or per sample): a language
+// model's perplexity when `loss` is its sparse cross-entropy. Exact however the epoch is batched
+// (not the mean of per-batch exps).
+std::shared_ptr<Metric> Perplexity(const Loss& loss, const std::string& name = "perplexity");
 
-// By Keras name. "accuracy" and "acc" pick the accuracy that fits `loss_name`
+// By Keras name. "accuracy" and "acc" pick the accuracy that fits `loss`
 // (sparse categorical, categorical or binary) and keep the name "accuracy";
-// "top_k" / "sparse_top_k_categorical_accuracy" use k = 5.
-std::shared_ptr<Metric> get_metric(const std::string& name, const std::string& loss_name);
+// "top_k" / "sparse_top_k_categorical_accuracy" use k = 5; "perplexity" exponentiates `loss`.
+std::shared_ptr<Metric> get_metric(const std::string& name, const Loss& loss);
 
 }  // namespace nimbus::train

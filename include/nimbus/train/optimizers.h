@@ -14,7 +14,7 @@
 //   SGD:      v = momentum v - lr g;  w += v  (nesterov: w += momentum v - lr g); plain: w -= lr g
 //   Adam:     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //             w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon)
-//   AdamW:    Adam, after w -= lr weight_decay w (decoupled decay)
+//   AdamW:    Adam, after w -= lr weight_decay w (decoupled decay; not for excluded variables)
 //   RMSprop:  v = rho v + (1 - rho) g^2;  w -= lr g / sqrt(v + epsilon)  (momentum, centered: as in Keras)
 // Clipping: clipnorm scales each gradient to at most that L2 norm; global_clipnorm
 // scales all of them by min(1, global_clipnorm / ||all gradients||).
@@ -170,6 +170,10 @@ std::shared_ptr<Optimizer> Adam(const AdamOptions& options = {});
 struct AdamWOptions {
   LearningRate learning_rate = 1e-3;
   double weight_decay = 0.004;
+  // Keras's exclude_from_weight_decay(var_names=...): a variable whose name contains a match of one
+  // of these patterns (ECMAScript regular expressions, searched as Python's re.search) is not
+  // decayed; e.g. {"bias", "gamma", "beta", "embeddings"} spares biases, norms and embeddings.
+  std::vector<std::string> exclude_from_weight_decay{};
   double beta_1 = 0.9;
   double beta_2 = 0.999;
   double epsilon = 1e-7;

@@ -179,6 +179,9 @@ struct History {
   // 20 steps or fewer), so tracing and warm-up are left out; over the steps' time only, not
   // validation or epoch-end callbacks (checkpoints).
   double samples_per_sec = 0;
+  // For labels that are token sequences (integer ids of more than one element per sample, a
+  // language model's (N, T)): samples_per_sec x tokens per sample (T); 0 for other labels.
+  double tokens_per_sec = 0;
   // fit(dataset): the last epoch's input pipeline statistics (data::Iterator::stats_json: what
   // AUTOTUNE chose per node, buffer fill, waits); empty for fit(x, y).
   std::string input_pipeline_stats{};
@@ -237,6 +240,7 @@ class Trainer {
   // running mean).
   struct StepTiming {
     int64_t samples = 0;
+    int64_t tokens = 0;  // label tokens (History::tokens_per_sec's), 0 unless labels are token sequences
     double seconds = 0;
     double loss = 0;
   } last_step;
