@@ -34,13 +34,21 @@ elapsed() { echo $(($(date +%s) - $1)); }
 row() {
   printf '| %s | %s | %s |\n' "$1" "$2" "$3" | tee -a "$results"
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$rows"
-  python3 - "$rows" "$out/gpu_results.json" "$(elapsed "$started_all")" <<'PY' 2>/dev/null || true
-import json, sys
-rows = [dict(zip(("what", "figure", "against"), line.rstrip("\n").split("\t"))) for line in open(sys.argv[1])]
-json.dump({"seconds_so_far": int(sys.argv[3]), "rows": rows}, open(sys.argv[2], "w"), indent=1)
-PY
+  python3 bench/gpu/proof_rows.py json "$rows" "$out/gpu_results.json" "$(elapsed "$started_all")" 2>/dev/null || true
 }
 say() { echo "$*" | tee -a "$results"; }
+# A Markdown row of another program (`| what | figure | against |`) as a row of ours.
+markdown_rows() {
+  local what figure against
+  while IFS='|' read -r _ what figure against _; do
+    [ -n "$what" ] && row "$(trim "$what")" "$(trim "$figure")" "$(trim "$against")"
+  done
+}
+trim() {
+  local text="$1"
+  text="${text#"${text%%[![:space:]]*}"}"
+  printf '%s' "${text%"${text##*[![:space:]]}"}"
+}
 
 # cuDNN and NCCL from pip (nvidia-cudnn-cu13, nvidia-nccl-cu13) where the toolkit lacks them.
 pip_nvidia=$(python3 -c 'import nvidia, os; print(" ".join(nvidia.__path__))' 2>/dev/null)
@@ -109,18 +117,14 @@ else
     set -- $run
     start=$(date +%s)
     line=$(timeout 120 "$build/examples/fashion_mnist_fit" --model "$1" --precision "$2" --device cuda --batch 256 \
-      --epochs 1 --data "$build/fashion-mnist" --json 2>"$out/fit_$1_$2.log" | tee -a "$out/fit_$1_$2.log" | grep '^{')
+      --epochs 1 --data "$build/fashion-mnist" --json 2>"$out/fit_$1_$2.err" | tee "$out/fit_$1_$2.log" | grep '^{')
     fit+=("$line")
     if [ -z "$line" ]; then
-      row "fashion_mnist_fit $1 cuda $2" "failed" "see fit_$1_$2.log"
+      row "fashion_mnist_fit $1 cuda $2" "failed" "see fit_$1_$2.log and .err"
       continue
     fi
-    row "fashion_mnist_fit $1 on cuda:0, graph + jit, $2, batch 256, 1 epoch" "$(python3 -c '
-import json, sys; r = json.loads(sys.argv[1])
-print(f"{r[\"samples_per_sec\"]:,.0f} samples/s; test accuracy {r[\"val_accuracy\"]:.4f}"
-      f" ({\"meets\" if r[\"val_accuracy\"] >= 0.85 else \"BELOW\"} 0.85)")' "$line")" "$(python3 -c '
-import json, sys; r = json.loads(sys.argv[1])
-print(f"loss {r[\"first_loss\"]:.3f} before, {r[\"loss\"]:.3f} in the epoch ({\"falls\" if r[\"loss\"] < r[\"first_loss\"] else \"DOES NOT FALL\"})")' "$line"); $(elapsed "$start") s"
+    python3 bench/gpu/proof_rows.py fit "$(elapsed "$start")" "$line" |
+      while IFS=$'\t' read -r what figure against; do row "$what" "$figure" "$against"; done
   done
 fi
 
@@ -129,30 +133,18 @@ compile_flag=()
 [ "${NIMBUS_GPU_RUN_TORCH_COMPILE:-1}" = 0 ] && compile_flag=(--no-compile)
 # PyTorch's eager and torch.compile MLP / CNN at batch 256, the mixed-precision anchors, the GEMM ceiling.
 PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_train.py "${compile_flag[@]}" 2>"$out/torch.log" |
-  while IFS='|' read -r _ what figure against _; do row "$(echo $what)" "$(echo $figure)" "$(echo $against)"; done
+  markdown_rows
 row "torch_train.py" "$(elapsed "$start") s" "see torch.log"
 
 start=$(date +%s)
 # GEMMs, cuDNN convolution rows, the MLP / CNN steps and issue 10's bf16 / f32 rows; then TF32.
 for tf32 in "" 1; do
   env ${tf32:+NIMBUS_CUDA_TF32=$tf32} timeout 150 "$build/bench/gpu/bench_gpu" 2>>"$out/bench_gpu.log" |
-    while IFS='|' read -r _ what figure against _; do row "$(echo $what)" "$(echo $figure)" "$(echo $against)"; done
+    markdown_rows
 done
 row "bench_gpu" "$(elapsed "$start") s" "see bench_gpu.log"
 
 # The planner truth row: predicted (made where `nimbus plan` runs) against fashion_mnist_fit's measured step.
-python3 - bench/gpu/planner_predictions.json "${fit[@]}" <<'PY' | while IFS=$'\t' read -r what figure against; do row "$what" "$figure" "$against"; done
-import json, sys
-predicted = json.load(open(sys.argv[1]))
-for line in sys.argv[2:]:
-    if not line:
-        continue
-    run = json.loads(line)
-    if run["precision"] != predicted["precision"] or run["model"] not in predicted["step_seconds"]:
-        continue
-    guess, measured = predicted["step_seconds"][run["model"]], run["batch"] / run["samples_per_sec"]
-    print(f"planner truth: {run['model']} step on this GPU, batch {run['batch']}, float32\t"
-          f"predicted {guess * 1e3:.3f} ms, measured {measured * 1e3:.3f} ms ({guess / measured - 1:+.0%})\t"
-          f"{predicted['made']}")
-PY
+python3 bench/gpu/proof_rows.py planner bench/gpu/planner_predictions.json "${fit[@]}" |
+  while IFS=$'\t' read -r what figure against; do row "$what" "$figure" "$against"; done
 row "device proof" "$(elapsed "$started_all") s" "goal: under 480 s from a cold machine"

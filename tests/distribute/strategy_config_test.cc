@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "nimbus/device/backend.h"
 #include "nimbus/device/logical_devices.h"
 #include "nimbus/distribute/multi_worker.h"
 #include "nimbus/distribute/strategy.h"
@@ -59,6 +60,19 @@ TEST_F(StrategyConfig, BadValuesAreNamed) {
   const std::string key = error_message(
       [] { (void)train::parse_config(std::string(kModel) + "runtime: {strategy: {typ: mirrored}}\n", "c.yaml"); });
   EXPECT_NE(key.find("runtime.strategy.typ"), std::string::npos) << key;
+}
+
+TEST_F(StrategyConfig, MirroredOnAGpuTrainingDeviceReplicatesOverGpusOnly) {
+  // With runtime.device cuda, mirrored's replicas are GPUs (NCCL): here, without one, that is refused
+  // rather than quietly replicating over CPU devices.
+  if (has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "a GPU is present: tests/gpu_distribute covers it";
+  EXPECT_THROW((void)distribute::strategy_from_config({{"type", "mirrored"}}, 0, "c.yaml", Device::cuda()),
+               Unavailable);
+  const std::string mixed = error_message([] {
+    set_logical_cpu_devices({{}, {}});
+    (void)distribute::Mirrored({Device::cpu(0), Device::cuda(0)});
+  });
+  EXPECT_NE(mixed.find("every replica must be on the same kind of device"), std::string::npos) << mixed;
 }
 
 // multi_worker_mirrored on GPUs: each process takes the GPU of its rank on the node.
