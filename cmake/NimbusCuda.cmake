@@ -68,4 +68,13 @@ find_library(NIMBUS_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
 add_library(nimbus_cudnn INTERFACE)
 target_include_directories(nimbus_cudnn INTERFACE ${NIMBUS_CUDNN_INCLUDE_DIR})
 get_filename_component(NIMBUS_CUDNN_LIBRARY_DIR "${NIMBUS_CUDNN_LIBRARY}" DIRECTORY)
+# NCCL is loaded at run time (src/device/cuda/nccl_library.h); PyTorch's wheels bring pip's
+# nvidia-nccl-cu13, whose folder the python3 on PATH names (empty when it has none).
+find_program(NIMBUS_PYTHON3 NAMES python3)
+set(NIMBUS_NCCL_PIP_DIR "")
+if(NIMBUS_PYTHON3)
+  execute_process(
+    COMMAND ${NIMBUS_PYTHON3} -c "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'lib'))"
+    OUTPUT_VARIABLE NIMBUS_NCCL_PIP_DIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
 message(STATUS "CUDA backend: on (CUDA ${CUDAToolkit_VERSION}, architectures ${NIMBUS_CUDA_ARCHS}, cuDNN ${NIMBUS_CUDNN_LIBRARY})")

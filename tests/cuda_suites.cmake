@@ -16,3 +16,6 @@ file(GLOB op_case_sources CONFIGURE_DEPENDS ${NIMBUS_TESTS_DIR}/core/cases_*.cc)
 nimbus_test_suite(gpu gpu CUDA::cudart)
 target_sources(test_gpu PRIVATE ${op_case_sources} ${NIMBUS_TESTS_DIR}/core/op_harness.cc)
 target_include_directories(test_gpu PRIVATE ${NIMBUS_TESTS_DIR}/core)
+# Where the toolkit's libraries are (tests/cuda/nccl_library_test.cc looks for its NCCL there).
+set_source_files_properties(${NIMBUS_TESTS_DIR}/cuda/nccl_library_test.cc PROPERTIES
+  COMPILE_DEFINITIONS NIMBUS_CUDA_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}")

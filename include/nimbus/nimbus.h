@@ -11,6 +11,7 @@
 #include "nimbus/device/backend.h"
 #include "nimbus/device/device.h"
 #include "nimbus/device/memory.h"
+#include "nimbus/device/nccl.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"

@@ -26,8 +26,8 @@ DeviceChoice choose_device(std::string_view text, std::string_view source, const
   if (text == "auto") {
     if (!no_gpu.empty()) return {Device::cpu(), "auto: " + no_gpu};
     if (probe.gpu_count == 1) return {Device::cuda(), "auto: the one GPU present"};
-    return {Device::cuda(), fmt::format("auto: {} GPUs present, one used: training on several needs NCCL, which "
-                                        "Nimbus does not support yet",
+    return {Device::cuda(), fmt::format("auto: {} GPUs present, one used: runtime.device cuda with "
+                                        "runtime.strategy.type mirrored trains on all of them (through NCCL)",
                                         probe.gpu_count)};
   }
   Device device;

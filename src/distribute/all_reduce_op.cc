@@ -1,15 +1,19 @@
 // The all_reduce op: its kernel hands the replica's buffers to the replica's
 // collectives (strategy.h's current_replica), so the same traced step runs on
-// every replica's thread or process.
+// every replica's thread or process. On GPUs (and on CPU devices with
+// StrategyOptions::device_streams) the buckets go through the replica's
+// stream-ordered buckets instead (stream_ordered_buckets.h).
 #include <fmt/format.h>
 
 #include <cstring>
 
 #include "communication_thread.h"
+#include "nimbus/device/backend.h"
 #include "nimbus/distribute/all_reduce.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/registry.h"
+#include "stream_ordered_buckets.h"
 
 namespace nimbus::distribute {
 namespace {
@@ -58,7 +62,20 @@ void unflatten(const std::vector<float>& flat, std::span<Tensor> tensors) {
 
 bool in_sync(const ReplicaContext* replica) { return replica != nullptr && replica->num_replicas > 1; }
 
+// The GPU path (device_collectives.h): the replica's buckets go through its communication stream.
+// It serves a single replica too, so that one GPU runs the path a pod of them runs.
+StreamOrderedBuckets* stream_buckets() {
+  const ReplicaContext* replica = current_replica();
+  return replica != nullptr ? replica->stream_buckets : nullptr;
+}
+
+const std::string& step_context() { return current_replica()->collectives->context(); }
+
 void all_reduce_kernel(KernelContext& ctx) {
+  if (StreamOrderedBuckets* buckets = stream_buckets()) {
+    buckets->wait(ctx.inputs, ctx.outputs, ctx.stream, step_context());  // starts it first
+    return;
+  }
   for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.outputs[i].copy_from(ctx.inputs[i]);
   const ReplicaContext* replica = current_replica();
   if (!in_sync(replica)) return;
@@ -113,6 +130,13 @@ const OpSchema& kAllReduceWait = define_op({
 });
 
 void all_reduce_start_kernel(KernelContext& ctx) {
+  if (StreamOrderedBuckets* buckets = stream_buckets()) {
+    // The wait finds the bucket by its tensors; the ticket is written only where the host can (a
+    // GPU's would cost a copy that waits for the stream).
+    buckets->start(ctx.inputs, ctx.stream);
+    if (ctx.outputs[0].device().is_cpu()) *ctx.outputs[0].data<int64_t>() = 0;
+    return;
+  }
   const ReplicaContext* replica = current_replica();
   int64_t ticket = -1;
   if (in_sync(replica) && replica->gradient_thread != nullptr) {
@@ -123,6 +147,10 @@ void all_reduce_start_kernel(KernelContext& ctx) {
 
 void all_reduce_wait_kernel(KernelContext& ctx) {
   const std::span<const Tensor> tensors = ctx.inputs.subspan(1);
+  if (StreamOrderedBuckets* buckets = stream_buckets()) {
+    buckets->wait(tensors, ctx.outputs, ctx.stream, step_context());
+    return;
+  }
   const int64_t ticket = *ctx.inputs[0].data<int64_t>();
   const ReplicaContext* replica = current_replica();
   if (!in_sync(replica)) {
@@ -143,6 +171,32 @@ const bool kAllReduceStartReference = register_kernel(
     "all_reduce_start", {.name = kReferenceKernel, .dtypes = {DType::kF32}, .fn = all_reduce_start_kernel});
 const bool kAllReduceWaitReference = register_kernel(
     "all_reduce_wait", {.name = kReferenceKernel, .dtypes = {DType::kI64}, .fn = all_reduce_wait_kernel});
+
+// On a GPU the three run through the replica's stream-ordered buckets (NCCL); outside a replica
+// they are the identity, and all_reduce_start's ticket (never read there) stays unwritten.
+void all_reduce_on_device_kernel(KernelContext& ctx) {
+  if (stream_buckets() != nullptr) return all_reduce_kernel(ctx);
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.outputs[i].copy_from(ctx.inputs[i]);
+}
+void all_reduce_start_on_device_kernel(KernelContext& ctx) {
+  if (stream_buckets() != nullptr) all_reduce_start_kernel(ctx);
+}
+void all_reduce_wait_on_device_kernel(KernelContext& ctx) {
+  if (stream_buckets() != nullptr) return all_reduce_wait_kernel(ctx);
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) ctx.outputs[i - 1].copy_from(ctx.inputs[i]);
+}
+const bool kAllReduceCuda = register_kernel("all_reduce", {.name = "stream_ordered",
+                                                           .device = DeviceType::kCUDA,
+                                                           .dtypes = {DType::kF32},
+                                                           .fn = all_reduce_on_device_kernel});
+const bool kAllReduceStartCuda = register_kernel("all_reduce_start", {.name = "stream_ordered",
+                                                                      .device = DeviceType::kCUDA,
+                                                                      .dtypes = {DType::kF32},
+                                                                      .fn = all_reduce_start_on_device_kernel});
+const bool kAllReduceWaitCuda = register_kernel("all_reduce_wait", {.name = "stream_ordered",
+                                                                    .device = DeviceType::kCUDA,
+                                                                    .dtypes = {DType::kI64},
+                                                                    .fn = all_reduce_wait_on_device_kernel});
 
 // Buckets of at most `bucket_bytes` over gradients of `bytes` each, taken last first (the order the
 // backward pass makes them); gradients of 0 bytes (none) belong to no bucket.
@@ -165,6 +219,24 @@ std::vector<std::vector<size_t>> gradient_buckets(const std::vector<size_t>& byt
 
 std::vector<Tensor> all_reduce_sum(const std::vector<Tensor>& tensors) {
   return call_op(kAllReduce, std::span<const Tensor>(tensors));
+}
+
+void broadcast_from_replica_0(const std::vector<Tensor>& tensors) {
+  const ReplicaContext* replica = current_replica();
+  if (replica == nullptr) return;
+  if (DeviceCollectives* collectives = replica->device_collectives) {
+    Stream& compute = backend(replica->device.type).default_stream(replica->device.index);
+    Stream& communication = collectives->stream();
+    communication.wait(*compute.record());
+    for (const Tensor& tensor : tensors) collectives->broadcast(tensor.raw_data(), tensor.nbytes(), 0, communication);
+    const std::shared_ptr<Event> done = communication.record();
+    collectives->wait_for(*done, replica->collectives->context());
+    compute.wait(*done);
+    return;
+  }
+  for (const Tensor& tensor : tensors) {
+    replica->collectives->broadcast({static_cast<std::byte*>(tensor.raw_data()), tensor.nbytes()}, 0);
+  }
 }
 
 std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& gradients, size_t bucket_bytes) {

@@ -26,12 +26,22 @@
 #include <optional>
 
 #include "collective_timeout.h"
+#include "device_collectives.h"
+#include "nimbus/device/backend.h"
+#include "stream_ordered_buckets.h"
 #endif
 
 namespace nimbus::distribute {
 
 int launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+int local_gpu_index() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
   return 0;
@@ -236,22 +246,45 @@ MPI_Comm gradient_communicator() {
   return communicator;
 }
 
+// The GPU of this process: the only one it sees (a launcher narrowed CUDA_VISIBLE_DEVICES to it, as
+// nimbus k8s's MPIJob does), else the one of its local rank (local_gpu_index).
+Device local_gpu() {
+  const int count = backend(DeviceType::kCUDA).device_count();
+  if (count == 1) return Device::cuda(0);
+  const int index = local_gpu_index();
+  if (index >= count) {
+    throw InvalidArgument(
+        fmt::format("multi_worker_mirrored: this process's local rank is {} and it sees {} GPU(s)", index, count),
+        "start one process per GPU of a node (mpirun -np <GPUs per node> per node), each seeing "
+        "every GPU of its node");
+  }
+  return Device::cuda(index);
+}
+
 class MultiWorkerMirroredStrategy final : public Strategy {
  public:
-  explicit MultiWorkerMirroredStrategy(const StrategyOptions& options) : collectives_(options.collectives, world()) {
-    if (options.overlap && g_thread_multiple) {
+  MultiWorkerMirroredStrategy(const StrategyOptions& options, DeviceType replicas_on)
+      : collectives_(options.collectives, world()),
+        device_(replicas_on == DeviceType::kCPU ? Device::cpu() : local_gpu()) {
+    if (!device_.is_cpu()) {
+      // Gradients through NCCL on the GPU's communication stream; MPI carries the id and the barriers.
+      device_collectives_ = nccl_world_member(collectives_, device_, options.collectives);
+      stream_buckets_.emplace(*device_collectives_);
+    } else if (options.overlap && g_thread_multiple) {
       gradient_collectives_.emplace(options.collectives, gradient_communicator());
       gradient_thread_.emplace(*gradient_collectives_);
     }
     context_ = {.replica_id = collectives_.rank(),
                 .num_replicas = collectives_.size(),
-                .device = Device::cpu(),
+                .device = device_,
                 .collectives = &collectives_,
                 .bucket_bytes = options.bucket_bytes,
-                .gradient_thread = gradient_thread_ ? &*gradient_thread_ : nullptr};
+                .gradient_thread = gradient_thread_ ? &*gradient_thread_ : nullptr,
+                .device_collectives = device_collectives_.get(),
+                .stream_buckets = stream_buckets_ ? &*stream_buckets_ : nullptr};
   }
   std::string name() const override { return "multi_worker_mirrored"; }
-  std::vector<Device> devices() const override { return {Device::cpu()}; }
+  std::vector<Device> devices() const override { return {device_}; }
   int worker_rank() const override { return collectives_.rank(); }
   int num_workers() const override { return collectives_.size(); }
 
@@ -269,6 +302,9 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 
  private:
   MpiCollectives collectives_;
+  Device device_;
+  std::unique_ptr<DeviceCollectives> device_collectives_;
+  std::optional<StreamOrderedBuckets> stream_buckets_;  // declared after the collectives it uses
   std::optional<MpiCollectives> gradient_collectives_;
   std::optional<CommunicationThread> gradient_thread_;  // declared after what it uses: stops first
   ReplicaContext context_;
@@ -276,15 +312,15 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 
 }  // namespace
 
-std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options) {
-  return std::make_shared<MultiWorkerMirroredStrategy>(options);
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options, DeviceType replicas_on) {
+  return std::make_shared<MultiWorkerMirroredStrategy>(options, replicas_on);
 }
 
 #else
 
 bool built_with_mpi() { return false; }
 
-std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions&) {
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions&, DeviceType) {
   throw Unavailable("multi_worker_mirrored: this build of nimbus has no MPI",
                     "install Debian's OpenMPI (libopenmpi-dev openmpi-bin; scripts/install-deps does) and rebuild");
 }

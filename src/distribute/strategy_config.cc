@@ -1,4 +1,5 @@
-// runtime.strategy: {type, devices, collective_timeout, bucket_size, overlap} -> a Strategy.
+// runtime.strategy: {type, devices, collective_timeout, bucket_size, overlap} -> a Strategy, its
+// replicas on the training device's kind (GPUs: NCCL).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 
 #include "nimbus/base/error.h"
 #include "nimbus/base/size_units.h"
+#include "nimbus/device/backend.h"
 #include "nimbus/device/logical_devices.h"
 #include "nimbus/device/runtime.h"
 #include "nimbus/distribute/multi_worker.h"
@@ -13,7 +15,8 @@
 
 namespace nimbus::distribute {
 
-std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, int threads, const std::string& where) {
+std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, int threads, const std::string& where,
+                                               Device training_device) {
   if (section.is_null()) return OneDevice();
   StrategyOptions options;
   if (section.contains("collective_timeout") && !section["collective_timeout"].is_null()) {
@@ -48,6 +51,11 @@ std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, in
     return OneDevice(devices.empty() ? Device::cpu() : devices[0]);
   }
   if (type == "mirrored") {
+    if (devices.empty() && !training_device.is_cpu()) {
+      // Every GPU this process sees, as TensorFlow's MirroredStrategy() takes.
+      for (int i = 0; i < backend(training_device.type).device_count(); ++i)
+        devices.emplace_back(training_device.type, i);
+    }
     if (devices.empty()) devices = {Device::cpu(0), Device::cpu(1)};
     const auto cpus = std::count_if(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); });
     if (cpus > 1) {
@@ -61,7 +69,7 @@ std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, in
     }
     return Mirrored(devices, options);
   }
-  if (type == "multi_worker_mirrored") return MultiWorkerMirrored(options);
+  if (type == "multi_worker_mirrored") return MultiWorkerMirrored(options, training_device.type);
   throw InvalidArgument(fmt::format("{}: runtime.strategy.type is '{}'", where, type),
                         "use one_device, mirrored or multi_worker_mirrored");
 }

@@ -258,8 +258,8 @@ DeviceChoice training_device_from_config(const nlohmann::json& config, const Gpu
   const Json strategy = runtime.value("strategy", Json());
   const std::string strategy_type = strategy.is_object() ? strategy.value("type", "one_device") : "one_device";
   if (text == "auto" && strategy_type != "one_device") {
-    return {Device::cpu(), fmt::format("auto: runtime.strategy.type {} replicates over CPU devices (over several "
-                                       "GPUs it needs NCCL, which Nimbus does not support yet)",
+    return {Device::cpu(), fmt::format("auto: runtime.strategy.type {} replicates over CPU devices (runtime.device: "
+                                       "cuda replicates over GPUs, through NCCL)",
                                        strategy_type)};
   }
   return choose_device(text, "runtime.device", probe);
@@ -345,14 +345,18 @@ namespace {
 // run on assumed GPUs checks the same, then traces on the CPU (assumed_devices.h).
 std::shared_ptr<distribute::Strategy> strategy_of(const Json& config, const AssumedDevices* assumed) {
   const Json& runtime = config.at("runtime");
-  auto strategy =
-      distribute::strategy_from_config(runtime.value("strategy", Json()), runtime.at("threads").get<int>(), "config");
   const DeviceChoice choice = training_device_of(config, assumed);
-  if (choice.device == Device::cpu()) return strategy;
-  if (strategy->name() != "one_device") {
-    throw Unimplemented(fmt::format("{} with runtime.strategy.type {}", choice.reason, strategy->name()),
-                        "one device only for now: drop runtime.strategy, or train on the CPU");
+  const Json& section = runtime.value("strategy", Json());
+  const std::string type = section.is_object() ? section.value("type", "one_device") : "one_device";
+  if (assumed != nullptr && !choice.device.is_cpu() && type != "one_device") {
+    throw Unimplemented(fmt::format("{} with runtime.strategy.type {}: a dry run on assumed GPUs checks one device",
+                                    choice.reason, type),
+                        "run it where the GPUs are, or drop runtime.strategy for the dry run");
   }
+  // Replicas on GPUs all-reduce through NCCL; an assumed GPU's run is checked on the CPU.
+  auto strategy = distribute::strategy_from_config(section, runtime.at("threads").get<int>(), "config",
+                                                   assumed != nullptr ? Device::cpu() : choice.device);
+  if (choice.device == Device::cpu() || strategy->name() != "one_device") return strategy;
   return assumed != nullptr ? distribute::OneDevice() : distribute::OneDevice(choice.device);
 }
 }  // namespace

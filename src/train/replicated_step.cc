@@ -16,14 +16,29 @@ namespace nimbus::train {
 namespace {
 
 // Replica 0's variables (weights, optimizer step, rate and slots) onto every replica.
-void broadcast_from_replica_0(const nn::Model& model, const Optimizer& optimizer) {
-  distribute::Collectives& collectives = *distribute::current_replica()->collectives;
-  std::vector<Variable> variables = model.weights();
-  for (const Variable& variable : optimizer.variables()) variables.push_back(variable);
-  for (const Variable& variable : variables) {
-    const Tensor& value = variable.value();
-    collectives.broadcast({static_cast<std::byte*>(value.raw_data()), value.nbytes()}, 0);
-  }
+void sync_with_replica_0(const nn::Model& model, const Optimizer& optimizer) {
+  std::vector<Tensor> values;
+  for (const Variable& variable : model.weights()) values.push_back(variable.value());
+  for (const Variable& variable : optimizer.variables()) values.push_back(variable.value());
+  distribute::broadcast_from_replica_0(values);
+}
+
+// A GPU replica's model and optimizer state live on its GPU (a CPU replica's stay in host memory,
+// which logical CPU devices share). Before the replica's first trace, as Trainer::place_on_device.
+void place_replica_on(Device device, nn::Model& model, Optimizer& optimizer) {
+  for (Variable& variable : model.weights()) variable.place_on(device);
+  optimizer.build(model.trainable_weights());
+  for (Variable& variable : optimizer.variables()) variable.place_on(device);
+}
+
+// A GPU replica's share of the global batch (the host's), uploaded to its GPU; on CPU devices the
+// traced step takes its share itself (train_step.cc: replica_share).
+std::pair<Tensor, Tensor> replica_input(const Tensor& x, const Tensor& y) {
+  const distribute::ReplicaContext& replica = *distribute::current_replica();
+  if (replica.device.is_cpu()) return {x, y};
+  const int64_t batch = x.dim(0), replicas = replica.num_replicas, id = replica.replica_id;
+  const int64_t begin = batch * id / replicas, end = batch * (id + 1) / replicas;
+  return {rows(x, begin, end).to(replica.device), rows(y, begin, end).to(replica.device)};
 }
 
 }  // namespace
@@ -48,12 +63,17 @@ std::vector<Tensor> Trainer::run_replicated_train_step(const Tensor& x, const Te
     nn::Model model = model_;
     std::shared_ptr<Optimizer> optimizer = options_.optimizer;
     if (local == 0) {
-      step = &train_step(x, y, accumulation, graph, jit);
+      step = &train_step(x, y, accumulation, graph, jit);  // places the trainer's model on device()
     } else {
       Replicas::Replica& replica = replicas.others[static_cast<size_t>(local - 1)];
       model = replica.model;
       optimizer = replica.optimizer;
       if (!model.built()) (void)model(rows(x, 0, 1), false);
+      const Device device = distribute::current_replica()->device;
+      if (!device.is_cpu() && !replica.placed) {
+        place_replica_on(device, model, *optimizer);
+        replica.placed = true;
+      }
       optimizer->build(model.trainable_weights());
       if (!replica.train || replica.graph != graph || replica.jit != jit || replica.accumulation != accumulation) {
         replica.train.emplace(make_train_function(model, optimizer, accumulation, false, graph, jit, x, y));
@@ -64,11 +84,12 @@ std::vector<Tensor> Trainer::run_replicated_train_step(const Tensor& x, const Te
       step = &*replica.train;
     }
     if (!replicas.synced) {
-      broadcast_from_replica_0(model, *optimizer);
+      sync_with_replica_0(model, *optimizer);
     } else if (local != 0 && optimizer->current_learning_rate() != *learning_rate) {
       optimizer->set_learning_rate(*learning_rate);
     }
-    std::vector<Tensor> replica_outputs = (*step)({x, y});
+    const auto [replica_x, replica_y] = replica_input(x, y);
+    std::vector<Tensor> replica_outputs = (*step)({replica_x, replica_y});
     if (local == 0) outputs = std::move(replica_outputs);
   });
   replicas.synced = true;

@@ -22,6 +22,7 @@ struct Trainer::Replicas {
     std::optional<Function> train{};
     std::optional<bool> graph{}, jit{};
     int64_t accumulation = 0;
+    bool placed = false;  // a GPU replica's variables are on its GPU
   };
   std::vector<Replica> others;
   // Whether every replica holds replica 0's variables (broadcast before a fit's first step).

@@ -29,6 +29,8 @@ namespace {
 // InvalidArgument when the batch has fewer rows than there are replicas.
 std::pair<Tensor, Tensor> replica_share(const Tensor& x, const Tensor& y, const distribute::ReplicaContext* replica) {
   if (replica == nullptr || replica->num_replicas == 1) return {x, y};
+  // A GPU replica gets its share uploaded already (replicated_step.cc: replica_input).
+  if (!replica->device.is_cpu()) return {x, y};
   const int64_t batch = x.dim(0), replicas = replica->num_replicas, id = replica->replica_id;
   const int64_t begin = batch * id / replicas, end = batch * (id + 1) / replicas;
   if (begin == end) {

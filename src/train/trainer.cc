@@ -222,7 +222,10 @@ Function Trainer::make_train_function(const nn::Model& model, const std::shared_
 
 Device Trainer::device() const {
   const distribute::Strategy* strategy = options_.strategy.get();
-  return strategy && strategy->num_replicas_in_sync() == 1 ? strategy->devices()[0] : Device::cpu();
+  // Several replicas on CPU devices share host memory; on GPUs the trainer's own model is replica 0's.
+  if (strategy == nullptr) return Device::cpu();
+  const Device first = strategy->devices()[0];
+  return strategy->num_replicas_in_sync() == 1 || !first.is_cpu() ? first : Device::cpu();
 }
 
 void Trainer::place_on_device(const Tensor& x) {

@@ -47,11 +47,11 @@ TEST(DeviceChoice, AutoTakesTheOneGpu) {
   EXPECT_EQ(choice.reason, "auto: the one GPU present");
 }
 
-TEST(DeviceChoice, AutoTakesOneOfSeveralGpusAndSaysNcclIsMissing) {
+TEST(DeviceChoice, AutoTakesOneOfSeveralGpusAndSaysHowToUseAll) {
   const DeviceChoice choice = choose_device("auto", "runtime.device", kFourGpus);
   EXPECT_EQ(choice.device, Device::cuda(0));
   EXPECT_THAT(choice.reason, HasSubstr("4 GPUs present, one used"));
-  EXPECT_THAT(choice.reason, HasSubstr("needs NCCL"));
+  EXPECT_THAT(choice.reason, HasSubstr("runtime.strategy.type mirrored trains on all of them (through NCCL)"));
 }
 
 TEST(DeviceChoice, NamedDevicesAreTakenAndSaySo) {

@@ -125,6 +125,27 @@ TEST_F(MirroredTraining, OverlappedBucketsGiveTheSameBitsAsTheAllReduceAfterBack
   EXPECT_EQ(accumulated.weights, accumulated_after.weights);
 }
 
+TEST_F(MirroredTraining, TheGpuPathsStreamOrderedBucketsTrainToTheWeightsOfOneDevice) {
+  // device_streams: the buckets go through the communication stream and the stream-ordered buckets the
+  // GPUs use (NCCL there), here over the in-process collectives.
+  auto strategy = mirrored(2, {.bucket_bytes = 64, .device_streams = true});
+  strategy->run([](int) {
+    EXPECT_NE(distribute::current_replica()->stream_buckets, nullptr);
+    EXPECT_EQ(distribute::current_replica()->gradient_thread, nullptr);
+  });
+  const Result one = train(Kind::kCnn, nullptr);
+  const Result streams = train(Kind::kCnn, strategy);
+  EXPECT_LE(relative_norm_error(streams.weights, one.weights), 1e-5);
+  // The same buckets summed in the same rank order as the communication threads: the same bits.
+  const Result threads = train(Kind::kCnn, mirrored(2, {.bucket_bytes = 64}));
+  EXPECT_EQ(streams.weights, threads.weights);
+  const Result accumulated_one = train(Kind::kMlp, nullptr, 1, train::Adam({.learning_rate = 1e-2}));
+  const Result accumulated =
+      train(Kind::kMlp, mirrored(2, {.bucket_bytes = 64, .overlap = false, .device_streams = true}), 2,
+            train::Adam({.learning_rate = 1e-2}));
+  EXPECT_LE(relative_norm_error(accumulated.weights, accumulated_one.weights), 1e-5);
+}
+
 TEST_F(MirroredTraining, ABatchTheReplicasDoNotDivideNamesTheValidOnes) {
   const Data data = data_for(Kind::kMlp);
   train::Trainer trainer = train::compile(

@@ -1,5 +1,5 @@
 // nimbus info: the devices and libraries this build can use, why there is no GPU when there is
-// none, and the device a run takes by default (runtime.device: auto).
+// none, which NCCL it loaded, and the device a run takes by default (runtime.device: auto).
 #include <iostream>
 
 #include "commands.h"
@@ -21,6 +21,8 @@ Command add_info_command(CLI::App& app) {
       Backend& cuda = backend(DeviceType::kCUDA);
       for (int i = 0; i < gpus.gpu_count; ++i) std::cout << cuda.describe(i) << "\n";
     }
+    // NCCL (loaded at run time): what mirrored over GPUs and multi_worker_mirrored on GPUs need.
+    std::cout << nccl_status().to_string() << "\n";
     std::cout << "default training device: " << choose_device("auto", "runtime.device", gpus).to_string() << "\n";
     return 0;
   };

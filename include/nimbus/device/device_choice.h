@@ -40,8 +40,8 @@ struct DeviceChoice {
 };
 
 // The device `text` names (auto, cpu, cpu:N, cuda, cuda:N, gpu:N), `source` naming where the text
-// came from in messages (runtime.device, --device). auto: cuda:0 when the probe has a GPU (one GPU:
-// training on several needs NCCL, which Nimbus does not have yet), else cpu:0. Throws
+// came from in messages (runtime.device, --device). auto: cuda:0 when the probe has a GPU (one GPU; a
+// mirrored strategy trains on several, through NCCL), else cpu:0. Throws
 // InvalidArgument for text that names no device, Unavailable for a GPU the build or machine lacks,
 // NotFound for a GPU index past the last.
 DeviceChoice choose_device(std::string_view text, std::string_view source, const GpuProbe& probe);

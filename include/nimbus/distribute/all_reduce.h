@@ -19,6 +19,11 @@ namespace nimbus::distribute {
 
 std::vector<Tensor> all_reduce_sum(const std::vector<Tensor>& tensors);
 
+// Every replica's `tensors` (its weights and optimizer state, before the first step) <- replica 0's,
+// in place: on GPUs through NCCL on the replica's communication stream, else through its host
+// collectives. Outside a replica: nothing.
+void broadcast_from_replica_0(const std::vector<Tensor>& tensors);
+
 // Gradients summed over the replicas, in buckets of at most `bucket_bytes` taken in reverse order
 // of `gradients` (the order the backward pass produces them: last layer first), one collective per
 // bucket. Undefined gradients stay undefined. Outside a replica: the gradients themselves.

@@ -17,8 +17,15 @@
 
 namespace nimbus::distribute {
 
-// Throws Unavailable when this build has no MPI (install libopenmpi-dev and rebuild).
-std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options = {});
+// Throws Unavailable when this build has no MPI (install libopenmpi-dev and rebuild). With
+// `replicas_on` kCUDA each process's replica runs on the one GPU it sees (CUDA_VISIBLE_DEVICES set per
+// rank), else on the GPU of its local rank (local_gpu_index), and all-reduces its gradients through NCCL (rank 0's
+// unique id broadcast over MPI); MPI stays the host collectives (the broadcast of the id, barriers).
+std::shared_ptr<Strategy> MultiWorkerMirrored(const StrategyOptions& options = {},
+                                              DeviceType replicas_on = DeviceType::kCPU);
+// The GPU a process of a multi-GPU node takes: its rank on the node, from OMPI_COMM_WORLD_LOCAL_RANK
+// (mpirun), else LOCAL_RANK (torchrun, Kubernetes launchers), else 0.
+int local_gpu_index();
 bool built_with_mpi();
 // This process's rank in the job mpirun started (OMPI_COMM_WORLD_RANK, PMI_RANK), 0 outside one;
 // read from the environment, so it is known before MPI starts (for the metrics port: port + rank).

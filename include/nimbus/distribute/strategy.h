@@ -7,8 +7,10 @@
 //   trainer.fit(x, y, {.batch_size = 64});   // 64 is the global batch: 32 per replica
 //
 // OneDevice: one replica, in the calling thread. Mirrored(devices): one replica
-// per local device, each on its own thread under its device's thread budget
-// (logical_devices.h), meeting through in-process collectives.
+// per local device, each on its own thread: on logical CPU devices under the device's
+// thread budget (logical_devices.h), meeting through in-process collectives; on GPUs
+// (cuda:0, cuda:1, ...) all-reducing gradients through NCCL, each replica on its device's
+// compute stream and a communication stream of its own.
 // MultiWorkerMirrored: one replica per process of an MPI job (mpi_collectives.h).
 //
 // A replica's code finds its place with current_replica(); the train step uses
@@ -26,7 +28,9 @@
 
 namespace nimbus::distribute {
 
-class CommunicationThread;  // internal: src/distribute/communication_thread.h
+class CommunicationThread;   // internal: src/distribute/communication_thread.h
+class DeviceCollectives;     // internal: src/distribute/device_collectives.h
+class StreamOrderedBuckets;  // internal: src/distribute/stream_ordered_buckets.h
 
 struct ReplicaContext {
   int replica_id = 0;    // over all workers: worker_rank * local replicas + local index
@@ -38,6 +42,11 @@ struct ReplicaContext {
   // Runs the buckets' all-reduces beside the backward pass (runtime.strategy.overlap); nullptr: they run
   // after it, on the replica's thread.
   CommunicationThread* gradient_thread = nullptr;
+  // The GPU path (always on GPUs; StrategyOptions::device_streams on CPU devices): the gradient
+  // buckets' all-reduces queued on the replica's communication stream through these collectives
+  // over device memory (NCCL on GPUs). nullptr: the host paths above.
+  DeviceCollectives* device_collectives = nullptr;
+  StreamOrderedBuckets* stream_buckets = nullptr;
 };
 
 // The replica the calling thread runs, inside Strategy::run; nullptr elsewhere.
@@ -50,6 +59,10 @@ struct StrategyOptions {
   // Each bucket's all-reduce starts as soon as the backward pass has made its gradients, on a
   // communication thread per replica (runtime.strategy.overlap); false: all of them after backward.
   bool overlap = true;
+  // Replicas on GPUs all-reduce through NCCL on a communication stream each (the GPU path). On CPU
+  // devices, true runs that path's bucket and stream ordering over the in-process collectives
+  // (streams that run work at once), which is how it is tested without a GPU.
+  bool device_streams = false;
 };
 
 class Strategy {
@@ -82,6 +95,10 @@ std::shared_ptr<Strategy> Mirrored(const std::vector<Device>& devices, const Str
 // The strategy of a config's runtime.strategy section ({type, devices, collective_timeout,
 // bucket_size, overlap}); mirrored over CPU devices splits the CPU into that many logical devices with
 // `threads` (the runtime's compute threads) shared evenly. `where` names the section in errors.
-std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, int threads, const std::string& where);
+// On a GPU `training_device` (runtime.device: cuda) the replicas are GPUs: mirrored over those the
+// section lists, else every GPU this process sees; multi_worker_mirrored on the GPU of each process's
+// local rank. Both all-reduce through NCCL (Unavailable with the reason when it does not load).
+std::shared_ptr<Strategy> strategy_from_config(const nlohmann::json& section, int threads, const std::string& where,
+                                               Device training_device = Device::cpu());
 
 }  // namespace nimbus::distribute
