@@ -51,3 +51,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):  # pylint:
 from nimbus import config, nest
 from nimbus.function import TensorSpec, function
 from nimbus.gradient_tape import GradientTape, UnconnectedGradients
+
+# Input pipelines (data/, io.py, py_function.py; docs/python.md, "nimbus.data").
+from nimbus import data, io
+from nimbus.py_function import py_function

@@ -17,4 +17,6 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_losses_metrics(m);
   nimbus::python::bind_callbacks(m);
   nimbus::python::bind_training(m);
+  nimbus::python::bind_dataset(m);
+  nimbus::python::bind_data_ops(m);
 }
