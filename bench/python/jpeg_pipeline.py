@@ -10,7 +10,9 @@ every round; each side's median images/s is printed with its range. Run it on a 
 The files come from bench/make_jpegs.py (as bench/jpeg_pipeline.sh makes them); the build from
 build/release (targets nimbus_python and bench_data).
 """
+import importlib.util
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,13 +37,18 @@ def nimbus_python_rate(directory, count):
     dataset = tf.data.Dataset.list_files(os.path.join(directory, "*.jpg"), seed=1)
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(128, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _cpu_seconds()
     images = 0
     for batch in dataset:
         images += batch.shape[0]
     assert batch.shape == (128, 112, 112, 3) and batch.dtype == tf.float32
     assert images == count // 128 * 128
-    return images / (time.perf_counter() - start)
+    return images / (time.perf_counter() - start), (_cpu_seconds() - cpu_start) / images * 1e6
+
+
+def _cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(command, env=None):
@@ -49,31 +56,37 @@ def run(command, env=None):
 
 
 def side_rates(directory, count):
-    """{side: command giving its images/s}, each a fresh process."""
+    """{side: function giving (images/s, us of CPU per image)}, each run in a fresh process."""
     python_env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
-    me = [sys.executable, os.path.abspath(__file__)]
+
+    def python():
+        rate, cpu = run([sys.executable, os.path.abspath(__file__), "--side", directory, str(count)],
+                        python_env).split()
+        return float(rate), float(cpu)
 
     def cpp():
         out = run([os.path.join(BUILD, "bench", "bench_data"), str(count), directory, "-1"])
         line = next(l for l in out.splitlines() if l.startswith("nimbus pipeline, AUTOTUNE"))
-        return float(line.split("images/s")[0].split()[-1])
+        return float(line.split("images/s")[0].split()[-1]), float(line.split("; ")[1].split()[0])
 
     def torch(workers):
-        return lambda: float(run([sys.executable, os.path.join(ROOT, "bench", "dataloader_jpeg.py"), directory,
-                                  str(count), str(workers)]))
+        # dataloader_jpeg.py prints images/s only; its CPU is spread over worker processes.
+        return lambda: (float(run([sys.executable, os.path.join(ROOT, "bench", "dataloader_jpeg.py"), directory,
+                                   str(count), str(workers)])), float("nan"))
 
-    return {
-        "nimbus.data from Python, traced map": lambda: float(run(me + ["--side", directory, str(count)],
-                                                                 python_env)),
-        "nimbus C++ pipeline (bench_data)": cpp,
-        "PyTorch DataLoader, 1 worker": torch(1),
-        "PyTorch DataLoader, 2 workers": torch(2),
-    }
+    sides = {"nimbus.data from Python, traced map": python, "nimbus C++ pipeline (bench_data)": cpp}
+    if importlib.util.find_spec("torchvision") is None:
+        print("PyTorch DataLoader: skipped, torchvision is not installed (python3-torchvision)")
+    else:
+        sides["PyTorch DataLoader, 1 worker"] = torch(1)
+        sides["PyTorch DataLoader, 2 workers"] = torch(2)
+    return sides
 
 
 def main():
     if sys.argv[1:2] == ["--side"]:
-        print(f"{nimbus_python_rate(sys.argv[2], int(sys.argv[3])):.1f}")
+        rate, cpu_per_image = nimbus_python_rate(sys.argv[2], int(sys.argv[3]))
+        print(f"{rate:.1f} {cpu_per_image:.1f}")
         return
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     directory = sys.argv[2] if len(sys.argv) > 2 else "/tmp/nimbus-jpegs"
@@ -83,22 +96,26 @@ def main():
                        check=True)
     sides = side_rates(directory, count)
     names = list(sides)
-    rates = {name: [] for name in names}
+    results = {name: [] for name in names}
     for round_index in range(rounds):
         order = names[round_index % len(names):] + names[:round_index % len(names)]
         for name in order:
-            rates[name].append(sides[name]())
-    print(f"{count} images, {rounds} interleaved rounds; images/s median [min, max]")
+            results[name].append(sides[name]())
+    print(f"{count} images, {rounds} interleaved rounds; median [min, max]")
     for name in names:
-        print(f"  {name:<40} {statistics.median(rates[name]):8.0f} [{min(rates[name]):.0f}, "
-              f"{max(rates[name]):.0f}]")
-    python_rate = statistics.median(rates[names[0]])
-    cpp_rate = statistics.median(rates[names[1]])
-    torch_rate = max(statistics.median(rates[names[2]]), statistics.median(rates[names[3]]))
-    per_round = [p / c for p, c in zip(rates[names[0]], rates[names[1]])]
-    print(f"Python / C++: {python_rate / cpp_rate:.2f} (per round {min(per_round):.2f} to {max(per_round):.2f}; "
-          "target >= 0.95)")
-    print(f"Python / DataLoader's best: {python_rate / torch_rate:.2f}")
+        rates = [rate for rate, _ in results[name]]
+        cpus = [cpu for _, cpu in results[name]]
+        line = f"  {name:<40} {statistics.median(rates):8.0f} [{min(rates):.0f}, {max(rates):.0f}] images/s"
+        if cpus[0] == cpus[0]:  # not NaN
+            line += f", {statistics.median(cpus):.0f} [{min(cpus):.0f}, {max(cpus):.0f}] us of CPU per image"
+        print(line)
+    python_rates, cpp_rates = ([rate for rate, _ in results[name]] for name in names[:2])
+    per_round = [p / c for p, c in zip(python_rates, cpp_rates)]
+    print(f"Python / C++ images/s: {statistics.median(python_rates) / statistics.median(cpp_rates):.2f} "
+          f"(per round {min(per_round):.2f} to {max(per_round):.2f}; target >= 0.95)")
+    if len(names) > 2:
+        best_torch = max(statistics.median([rate for rate, _ in results[name]]) for name in names[2:])
+        print(f"Python / DataLoader's best: {statistics.median(python_rates) / best_torch:.2f}")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ struct ElementFunction::Program {
     std::vector<int> inputs;                              // slots
     int first_output = 0;                                 // slot of output 0
     int output_count = 1;
+    std::vector<int> last_uses;  // slots no later node reads: dropped once this node ran
   };
   std::string name;
   std::vector<Node> nodes;
@@ -112,6 +113,15 @@ class ElementRecorder final : public OpInterceptor {
 
   std::vector<Tensor> intercept(const OpSchema& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                 Device device) override {
+    // A tensor made from attributes alone (the fill of a scalar operand, x / 255.0) is a constant of
+    // the program, made now: so it does not break a chain of elementwise ops that fusion merges.
+    if (op.kind == OpKind::kSource && inputs.empty()) {
+      struct Reinstall {
+        OpInterceptor* self;
+        ~Reinstall() { set_op_interceptor(self); }
+      } reinstall{set_op_interceptor(nullptr)};
+      return call_op(op, inputs, attrs, device);
+    }
     std::vector<int> slots;
     std::vector<TensorSpec> specs_a, specs_b;
     for (const Tensor& input : inputs) {
@@ -273,6 +283,24 @@ void fuse_elementwise_chains(ElementFunction::Program& program) {
   program.nodes = std::move(fused_nodes);
 }
 
+// So that a replay frees each intermediate as soon as nothing later reads it: the next op's output
+// can then reuse that memory while it is still in cache.
+void mark_last_uses(ElementFunction::Program& program) {
+  std::vector<int> last_reader(static_cast<size_t>(program.slot_count), -1);
+  for (size_t index = 0; index < program.nodes.size(); ++index) {
+    for (const int slot : program.nodes[index].inputs) last_reader[static_cast<size_t>(slot)] = static_cast<int>(index);
+  }
+  for (const int slot : program.outputs) last_reader[static_cast<size_t>(slot)] = -1;
+  for (auto& node : program.nodes) {
+    if (node.kind == ElementFunction::Program::Kind::kConstant)
+      last_reader[static_cast<size_t>(node.first_output)] = -1;
+  }
+  for (size_t slot = 0; slot < last_reader.size(); ++slot) {
+    if (last_reader[slot] >= 0)
+      program.nodes[static_cast<size_t>(last_reader[slot])].last_uses.push_back(static_cast<int>(slot));
+  }
+}
+
 // Per-element work runs on the calling thread alone: parallelism comes from num_parallel_calls, and a
 // kernel that forked an OpenMP team on each of several pipeline threads would oversubscribe the cores.
 class SingleThreadedKernels {
@@ -304,6 +332,7 @@ ElementFunction ElementFunction::trace(const Body& body, const std::vector<Compo
     }
   }
   fuse_elementwise_chains(*program);
+  mark_last_uses(*program);
   return ElementFunction(std::move(program));
 }
 
@@ -343,6 +372,8 @@ Element ElementFunction::operator()(const Element& element) const {
         break;
       }
     }
+    inputs.clear();
+    for (const int slot : node.last_uses) slots[static_cast<size_t>(slot)] = Tensor();
   }
   Element result;
   for (const int slot : program.outputs) result.push_back(slots[static_cast<size_t>(slot)]);
