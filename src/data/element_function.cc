@@ -8,6 +8,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "nimbus/device/host_memory.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/fused_elementwise.h"
 #include "pipeline.h"
@@ -344,6 +345,9 @@ Element ElementFunction::operator()(const Element& element) const {
   }
   const uint64_t call = program.calls.fetch_add(1, std::memory_order_relaxed);
   const SingleThreadedKernels single_threaded;
+  // The element's tensors are the pipeline's, counted as host pipeline memory, whose allocator keeps
+  // freed buffers for the next element: fresh pages for each would cost more than the decode.
+  const HostMemoryScope host_memory;
   std::vector<Tensor> slots(static_cast<size_t>(program.slot_count));
   std::vector<Tensor> inputs;
   for (size_t index = 0; index < program.nodes.size(); ++index) {
