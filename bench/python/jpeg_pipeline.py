@@ -32,7 +32,8 @@ def nimbus_python_rate(directory, count):
         window = tf.concat([offset, tf.constant([112, 112], tf.int32)], 0)
         image = tf.image.decode_and_crop_jpeg(contents, window, channels=3)
         image = tf.image.random_flip_left_right(image)
-        return (tf.cast(image, tf.float32) / 255.0 - 0.5) / 0.25
+        # (x / 255 - 0.5) / 0.25 as bench_data's normalize computes it: x * scale + shift.
+        return tf.cast(image, tf.float32) * (1 / (255 * 0.25)) - 0.5 / 0.25
 
     dataset = tf.data.Dataset.list_files(os.path.join(directory, "*.jpg"), seed=1)
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
