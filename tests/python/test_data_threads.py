@@ -1,10 +1,14 @@
 """A traced Dataset.map runs on several pipeline threads at once without the GIL.
 
 How this is observed: each map call reads the monotonic clock (a host step that reads it in C++ when the
-step runs, `_data_op("clock")`) before and after a few milliseconds of work, and returns both times
-with the element. Meanwhile the main thread holds the GIL, spinning in Python, over a window it times
-with the same clock (time.monotonic_ns). A traced map's calls then show intervals that overlap one
-another inside that window: they ran while Python ran on the main thread, and at the same time."""
+step runs, `_data_op("clock")`) before and after some milliseconds of work, and returns both times with
+the element. Meanwhile the main thread holds the GIL for a whole second, spinning in Python with the
+interpreter's forced switches turned off (sys.setswitchinterval), over a window it times with the same
+clock (time.monotonic_ns). Code that needs the GIL cannot run in that window. A traced map's calls
+still start and end inside it, two of them overlapping in time; the same map with its work in a
+nimbus.py_function (which needs the GIL) has no call inside it: the control that shows the window
+really excludes Python."""
+import sys
 import time
 
 import numpy as np
@@ -31,20 +35,33 @@ def traced_work(x):
     return tf.image.resize(x, [1024, 1024])
 
 
-def run(work, hold_gil_seconds):
-    """(main thread's GIL window, [(start, end) of each call]) for 48 calls on 4 pipeline threads."""
+def python_work(x):
+    return tf.py_function(lambda image: tf.image.resize(image, [1024, 1024]), [x], tf.float32)
+
+
+def run(work):
+    """(the main thread's GIL window, [(start, end) of each call]) for 48 calls on 4 pipeline threads."""
     image = np.random.default_rng(0).random((64, 64, 3), np.float32)
     dataset = tf.data.Dataset.from_tensors(image).repeat(48).map(timed(work), num_parallel_calls=4)
-    dataset = dataset.prefetch(48)
-    iterator = iter(dataset)
+    iterator = iter(dataset.prefetch(48))
     first = next(iterator)
-    window_start = time.monotonic_ns()
-    deadline = time.monotonic() + hold_gil_seconds
-    while time.monotonic() < deadline:  # the main thread holds the GIL here, but for Python's switches
-        pass
-    window_end = time.monotonic_ns()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)  # no forced switch: the main thread keeps the GIL until it blocks
+    try:
+        time.sleep(0.05)  # threads already waiting for the GIL timed their wait with the old interval
+        window_start = time.monotonic_ns()
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            pass
+        window_end = time.monotonic_ns()
+    finally:
+        sys.setswitchinterval(interval)
     calls = [first] + list(iterator)
     return (window_start, window_end), [(int(s), int(e)) for s, e in calls]
+
+
+def inside(window, calls):
+    return [call for call in calls if window[0] <= call[0] and call[1] <= window[1]]
 
 
 def overlapping_pairs(calls):
@@ -52,7 +69,14 @@ def overlapping_pairs(calls):
 
 
 def test_traced_map_calls_overlap_while_the_main_thread_holds_the_gil():
-    (window_start, window_end), calls = run(traced_work, hold_gil_seconds=1.0)
-    inside = [call for call in calls if window_start <= call[0] and call[1] <= window_end]
-    assert len(inside) >= 2, f"no map call ran while the main thread held the GIL: {calls}"
-    assert overlapping_pairs(inside), f"no two map calls overlapped in time: {inside}"
+    window, calls = run(traced_work)
+    assert len(calls) == 48
+    during = inside(window, calls)
+    assert len(during) >= 2, f"no map call ran while the main thread held the GIL: {calls}"
+    assert overlapping_pairs(during), f"no two map calls overlapped in time: {during}"
+
+
+def test_py_function_calls_wait_for_the_gil():
+    window, calls = run(python_work)
+    assert len(calls) == 48
+    assert not inside(window, calls), "a map call that needs the GIL ran while the main thread held it"
