@@ -70,14 +70,12 @@ def parse_single_example(serialized, features, name=None, example_names=None):  
 
 
 def parse_example(serialized, features, name=None, example_names=None):  # pylint: disable=unused-argument
-    """``parse_single_example`` of each record of a batch, stacked: the records are the rows of a uint8
-    matrix (a batch of strings of one length, as fixed-size Examples are; docs/python.md)."""
-    from nimbus.array_ops import stack  # pylint: disable=import-outside-toplevel
-    records = string_tensor(serialized)
-    if records.ndim == 1:
-        return parse_single_example(records, features)
-    parsed = [parse_single_example(records[i], features) for i in range(records.shape[0])]
-    return {key: stack([p[key] for p in parsed]) for key in sorted(features)}
+    """A dict of tensors, one per feature, each with the batch's first axis, from a batch of serialized
+    tf.train.Examples: the rows of a uint8 matrix, so records of one length (as fixed-size Examples are;
+    docs/python.md). A single record parses as ``parse_single_example`` does."""
+    outputs = _nimbus._data_op("parse_example", [string_tensor(serialized)],  # pylint: disable=protected-access
+                               {"features": _features(features)})
+    return dict(zip(sorted(features), outputs))
 
 
 def decode_raw(input_bytes, out_type, little_endian=True, fixed_length=None, name=None):  # pylint: disable=unused-argument

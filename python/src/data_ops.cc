@@ -6,11 +6,13 @@
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <random>
 
 #include "bindings.h"
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
+#include "nimbus/data/dataset.h"
 #include "nimbus/data/decode.h"
 #include "nimbus/data/element_function.h"
 #include "nimbus/data/example.h"
@@ -114,8 +116,41 @@ std::vector<data::FeatureSpec> feature_specs_of(const py::list& features) {
   return specs;
 }
 
+// parse_example of each row of a rank-2 uint8 tensor (records of one length), stacked per feature.
+std::vector<Tensor> parse_example_rows(const Tensor& records, const std::vector<data::FeatureSpec>& features) {
+  const int64_t rows = records.dim(0);
+  const auto row_bytes = static_cast<size_t>(records.dim(1));
+  const auto* bytes = static_cast<const char*>(records.raw_data());
+  std::vector<std::vector<Tensor>> parsed(features.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const data::Element element =
+        data::parse_example(std::string_view(bytes + static_cast<size_t>(r) * row_bytes, row_bytes), features);
+    for (size_t k = 0; k < features.size(); ++k) parsed[k].push_back(element[k]);
+  }
+  std::vector<Tensor> outputs;
+  for (size_t k = 0; k < features.size(); ++k) {
+    const Shape& shape = rows > 0 ? parsed[k][0].shape() : Shape{};
+    std::vector<int64_t> dims{rows};
+    for (const int64_t d : shape.dims()) dims.push_back(d);
+    Tensor out = data::host_tensor(Shape(std::span<const int64_t>(dims)), dtype_of_feature(features[k].type));
+    for (int64_t r = 0; r < rows; ++r) {
+      const Tensor& part = parsed[k][static_cast<size_t>(r)];
+      if (part.shape() != shape) {
+        throw InvalidArgument(fmt::format("parse_example: feature '{}' has shape {} in record {} but {} in record 0",
+                                          features[k].name, part.shape().to_string(), r, shape.to_string()),
+                              "parse records whose features vary in length one at a time, with "
+                              "parse_single_example before batch");
+      }
+      std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<size_t>(r) * part.nbytes(), part.raw_data(),
+                  part.nbytes());
+    }
+    outputs.push_back(out);
+  }
+  return outputs;
+}
+
 HostStep parse_example_step(std::vector<data::FeatureSpec> features) {
-  auto infer = [features](Specs) {
+  auto infer = [features](Specs inputs) {
     std::vector<ComponentSpec> outputs;
     for (const data::FeatureSpec& feature : features) {
       std::vector<int64_t> shape;
@@ -126,12 +161,15 @@ HostStep parse_example_step(std::vector<data::FeatureSpec> features) {
         shape.assign(dims.begin(), dims.end());
         if (feature.type == data::FeatureType::kBytes) shape.push_back(-1);
       }
+      if (inputs[0].shape.size() == 2) shape.insert(shape.begin(), inputs[0].shape[0]);
       outputs.push_back({shape, dtype_of_feature(feature.type)});
     }
     return outputs;
   };
   return {"parse_example",
-          [features](std::span<const Tensor> in, uint64_t) { return data::parse_example(in[0], features); },
+          [features](std::span<const Tensor> in, uint64_t) {
+            return in[0].rank() == 2 ? parse_example_rows(in[0], features) : data::parse_example(in[0], features);
+          },
           std::move(infer)};
 }
 

@@ -18,8 +18,8 @@ namespace {
 
 // The stand-in lengths of an unknown dimension in the two shapes a trace carries (see the header):
 // distinct, and unlike any length a data op fixes, so that a dimension equal in both is truly static.
-constexpr int64_t kStandInA = 31;
-constexpr int64_t kStandInB = 37;
+constexpr int64_t kStandInA = 7919;
+constexpr int64_t kStandInB = 7927;
 
 class ElementRecorder;
 

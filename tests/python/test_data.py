@@ -234,6 +234,12 @@ def test_traced_shapes_show_unknown_dimensions_as_none():
 
     tf.data.Dataset.range(3).batch(2).map(shape_of)
     assert seen == [(None,)]
+    # What would depend on an unknown length at trace time is refused, not frozen into the map.
+    batches = tf.data.Dataset.range(3).batch(2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="known only when"):
+        batches.map(lambda x: x[1:])
+    assert values(batches.map(lambda x: tf.slice(x, [1], [-1]))) == [[1], []]  # -1 resolved per element
+    assert values(batches.map(lambda x: tf.reshape(x, [-1, 1]))) == [[[0], [1]], [[2]]]
 
 
 # ---- parsing and images inside maps ----
@@ -277,6 +283,12 @@ def test_parse_single_example_and_decode_raw_in_a_map(tmp_path):
     for i, (image, label) in enumerate(got):
         assert label == i
         np.testing.assert_allclose(image, images[i] / 255.0, rtol=1e-6)
+    # parse_example after batch, as TensorFlow's performance guide has it (records of one length here).
+    batched = tf.data.TFRecordDataset(path).batch(5, drop_remainder=True).map(
+        lambda records: tf.io.parse_example(records, features))
+    (parsed,) = list(batched.as_numpy_iterator())
+    assert parsed["label"].tolist() == list(range(5))
+    np.testing.assert_array_equal(parsed["image"], images.reshape(5, 16))
     var = {"label": tf.io.VarLenFeature(tf.int64)}
     assert values(tf.data.TFRecordDataset(path).map(lambda r: tf.io.parse_single_example(r, var)["label"])) == \
         [[i] for i in range(5)]
