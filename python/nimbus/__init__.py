@@ -55,3 +55,6 @@ from nimbus.gradient_tape import GradientTape, UnconnectedGradients
 # Devices and distribution (devices.py, distribute.py; docs/python.md, "Config" and "Distribute").
 from nimbus import distribute
 from nimbus.devices import device
+# Input pipelines (data/, io.py, py_function.py; docs/python.md, "nimbus.data").
+from nimbus import data, io
+from nimbus.py_function import py_function

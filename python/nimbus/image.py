@@ -2,7 +2,9 @@
 
 Flips and crops are gathers and slices (ops: they differentiate and trace); ``resize`` runs the data
 pipeline's bilinear resize (nimbus/data/image_ops.h) on the host, per image, and is neither recorded
-on a GradientTape nor traced.
+on a GradientTape nor traced by nimbus.function. Decoding, ``resize``, ``random_crop`` and
+``random_flip_left_right`` inside a function that ``Dataset.map`` traces are steps of the traced
+program (python/src/data_ops.cc), run on the pipeline's threads and drawing anew for each element.
 """
 import numpy as np
 
@@ -11,6 +13,44 @@ from nimbus import random as _random
 from nimbus._nimbus import DType
 from nimbus.array_ops import reverse, stack
 from nimbus.errors import InvalidArgumentError, UnimplementedError
+
+
+def _in_dataset_function():
+    """Whether a function that Dataset.map or filter traces is running: data ops become its steps."""
+    return _nimbus._tracing_dataset_function()  # pylint: disable=protected-access
+
+
+def _data_op(name, inputs, **attrs):
+    return _nimbus._data_op(name, inputs, attrs)  # pylint: disable=protected-access
+
+
+def _bytes(contents):
+    from nimbus.io import string_tensor  # pylint: disable=import-outside-toplevel  (io imports this module)
+    return string_tensor(contents)
+
+
+def decode_image(contents, channels=None, dtype=DType.uint8, name=None, expand_animations=True):  # pylint: disable=unused-argument
+    """A JPEG or PNG (told by its magic bytes) as uint8 (H, W, C); channels 0/None keeps the file's."""
+    image = _data_op("decode_image", [_bytes(contents)], channels=int(channels or 0))[0]
+    return image if _nimbus.as_dtype(dtype) == DType.uint8 else convert_image_dtype(image, dtype)
+
+
+def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,  # pylint: disable=unused-argument
+                acceptable_fraction=1, dct_method="", name=None):
+    """A JPEG as uint8 (H, W, C)."""
+    return decode_image(contents, channels)
+
+
+def decode_png(contents, channels=0, dtype=DType.uint8, name=None):  # pylint: disable=unused-argument
+    """A PNG as uint8 (H, W, C) (16-bit samples scaled to 8 bits)."""
+    return decode_image(contents, channels, dtype)
+
+
+def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,  # pylint: disable=unused-argument
+                         try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
+    """The window ``crop_window`` = [offset_y, offset_x, height, width] of a JPEG, decoding only that window."""
+    window = _nimbus.constant(crop_window, DType.int64) if not isinstance(crop_window, _nimbus.Tensor) else crop_window
+    return _data_op("decode_and_crop_jpeg", [_bytes(contents), window], channels=int(channels or 0))[0]
 
 
 def _image(image):
@@ -37,6 +77,8 @@ def _coin(seed):
 
 def random_flip_left_right(image, seed=None):
     """Mirrors the width axis with probability 1/2 (one draw for the call)."""
+    if _in_dataset_function():
+        return _data_op("random_flip_left_right", [_image(image)])[0]
     return flip_left_right(image) if _coin(seed) else _image(image)
 
 
@@ -70,6 +112,8 @@ def random_crop(value, size, seed=None, name=None):  # pylint: disable=unused-ar
     """A window of ``size`` (one entry per axis of ``value``) at a uniformly drawn position."""
     x = _nimbus.constant(value)
     size = [int(s) for s in size]
+    if _in_dataset_function() and x.ndim == 3 and len(size) == 3 and size[2] in (x.shape[2], -1):
+        return _data_op("random_crop", [x], height=size[0], width=size[1])[0]
     if len(size) != x.ndim or any(s > d for s, d in zip(size, x.shape)):
         raise InvalidArgumentError(f"random_crop: size {size} does not fit in shape {list(x.shape)}",
                                    "give one size per axis, each at most the axis's length")
@@ -94,6 +138,8 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
                                  "use method='bilinear'")
     x = _image(images)
     height, width = (int(s) for s in size)
+    if _in_dataset_function() and x.ndim == 3:
+        return _data_op("resize", [x], height=height, width=width)[0]
     if x.ndim == 3:
         return _nimbus._resize_bilinear(x, height, width)  # pylint: disable=protected-access
     return stack([_nimbus._resize_bilinear(x[i], height, width) for i in range(x.shape[0])])  # pylint: disable=protected-access

@@ -43,6 +43,10 @@ def _getitem(tensor, key):
             output_axis += 1
             continue
         dim = dims[axis]
+        if dim < 0:  # a dimension a dataset function's trace does not know (docs/python.md, "nimbus.data")
+            raise _index_error(f"indexing axis {axis} of shape {list(dims)}, whose length is known only when the "
+                               "dataset's map runs", "index along axes of known length, or fix the length first "
+                               "(nimbus.reshape, nimbus.image.resize, a crop)")
         if isinstance(item, slice):
             start, stop, step = item.indices(dim)
             picked = range(start, stop, step)

@@ -26,6 +26,8 @@ void bind_dlpack(py::module_& m);
 void bind_autodiff(py::module_& m);
 void bind_function(py::module_& m);
 void bind_config(py::module_& m);
+void bind_dataset(py::module_& m);
+void bind_data_ops(py::module_& m);
 
 // A dtype from what TensorFlow accepts: a nimbus DType, a name ("float32", "bfloat16", "f32"), a NumPy
 // dtype or scalar type (np.float32). InvalidArgument names the value otherwise.
@@ -59,6 +61,10 @@ bool is_variable(const py::handle& value);
 // a fair part of an eager op's cost from Python (bench/python/eager_overhead.py).
 const Tensor& tensor_in(const py::handle& value);
 py::object python_tensor(Tensor tensor);
+
+// reshape inside a function Dataset.map traces: a tensor whose dimensions are known only per element
+// is reshaped when the map runs (a -1 in `shape` resolved then), not at trace time (data_ops.cc).
+Tensor dataset_reshape(const Tensor& tensor, const std::vector<int64_t>& shape);
 
 // A NumPy array viewing a CPU tensor's memory (kept alive by the array), read-only; other devices copy.
 py::array tensor_to_numpy(const Tensor& tensor);

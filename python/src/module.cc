@@ -19,4 +19,6 @@ PYBIND11_MODULE(_nimbus, m) {
   nimbus::python::bind_training(m);
   nimbus::python::bind_devices(m);
   nimbus::python::bind_distribute(m);
+  nimbus::python::bind_dataset(m);
+  nimbus::python::bind_data_ops(m);
 }

@@ -14,6 +14,7 @@
 #include "bindings.h"
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
+#include "nimbus/data/element_function.h"
 #include "nimbus/data/image_ops.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
@@ -418,7 +419,9 @@ void bind_shape_ops(py::module_& m) {
   m.def(
       "reshape",
       [](const py::handle& tensor, const py::handle& shape, const py::handle&) {
-        return reshape(to_tensor(tensor), ints_of(shape, "shape"));
+        const Tensor x = to_tensor(tensor);
+        const std::vector<int64_t> dims = ints_of(shape, "shape");
+        return data::tracing_element_function() ? dataset_reshape(x, dims) : reshape(x, dims);
       },
       py::arg("tensor"), py::arg("shape"), name_arg());
   m.def(

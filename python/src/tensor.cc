@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "nimbus/autodiff/variable.h"
 #include "nimbus/base/error.h"
+#include "nimbus/data/element_function.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/shape_ops.h"
 #include "nimbus/tensor/storage.h"
@@ -274,7 +275,8 @@ void bind_tensor(py::module_& m) {
   m.def("as_dtype", &dtype_from_python, py::arg("type_value"));
 
   py::class_<Tensor>(m, "Tensor")
-      .def_property_readonly("_shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      // A Dataset.map being traced has dimensions unknown until run time: -1 there (None in Python).
+      .def_property_readonly("_shape", [](const Tensor& t) { return py::tuple(py::cast(data::traced_shape(t))); })
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::rank)
       .def_property_readonly("device", [](const Tensor& t) { return tensorflow_device_name(t.device()); })

@@ -1,15 +1,16 @@
 // The trainer (train/trainer.h) behind nimbus.keras.Model's compile, fit, evaluate and predict.
 //
-// fit, evaluate, predict and train_on_batch run without the GIL. fit takes it back at each step's end,
-// and only there: to check for signals (Ctrl-C raises KeyboardInterrupt out of fit at that step
-// boundary, instead of the CLI's checkpoint-on-SIGINT, which the Python path never installs), for the
-// Python callbacks' hooks, and to write the progress bar to sys.stdout. A Python exception raised
-// there propagates out of fit unchanged.
+// fit (from arrays or a nimbus.data.Dataset), evaluate, predict and train_on_batch run without the GIL. fit takes it
+// back at each step's end, and only there: to check for signals (Ctrl-C raises KeyboardInterrupt out of fit at that
+// step boundary, instead of the CLI's checkpoint-on-SIGINT, which the Python path never installs), for the Python
+// callbacks' hooks, and to write the progress bar to sys.stdout. A Python exception raised there propagates out of fit
+// unchanged.
 #include <fmt/format.h>
 #include <pybind11/iostream.h>
 
 #include "bindings.h"
 #include "nimbus/base/error.h"
+#include "nimbus/data/dataset.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/train/trainer.h"
 
@@ -118,8 +119,11 @@ py::dict history_dict(const train::History& history) {
   return result;
 }
 
+// x and y are arrays, or x is a nimbus.data.Dataset's engine (its elements the (x, y) batches) and y None.
 train::History fit(Trainer& trainer, const py::object& x, const py::object& y, const py::dict& options) {
-  const Tensor x_tensor = to_tensor(x), y_tensor = to_tensor(y);
+  const std::optional<data::Dataset> dataset =
+      py::isinstance<data::Dataset>(x) ? std::optional(x.cast<data::Dataset>()) : std::nullopt;
+  const Tensor x_tensor = dataset ? Tensor() : to_tensor(x), y_tensor = dataset ? Tensor() : to_tensor(y);
   train::FitOptions fit;
   fit.epochs = options["epochs"].cast<int>();
   fit.batch_size = options["batch_size"].cast<int64_t>();
@@ -155,6 +159,7 @@ train::History fit(Trainer& trainer, const py::object& x, const py::object& y, c
   // Last: every callback has seen the step that a Ctrl-C ends fit after.
   fit.callbacks.push_back(std::make_shared<SignalCheck>());
   const py::gil_scoped_release release;
+  if (dataset) return trainer.fit(*dataset, fit);
   return trainer.fit(x_tensor, y_tensor, fit);
 }
 

@@ -215,6 +215,11 @@ NIMBUS_OP_CASES(fast_cast_fill) {
                .op = "cast",
                .inputs = {{kLarge, DType::kI32, -(1 << 30), 1 << 30}},
                .attrs = {{"dtype", DType::kF32}}});
+  add_op_case({.name = "cast_fast_u8_to_f32",
+               .op = "cast",
+               .inputs = {{kLarge, DType::kU8, 0, 255}},
+               .attrs = {{"dtype", DType::kF32}},
+               .check_gradient = false});
   add_op_case({.name = "cast_fast_f32_to_f32",
                .op = "cast",
                .inputs = {{kLarge}},

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from nimbus import _nimbus, distribute, errors
+from nimbus.data.dataset import Dataset
 from nimbus.keras import callbacks as callbacks_module
 from nimbus.keras import losses, metrics as metrics_module, optimizers
 
@@ -46,6 +47,20 @@ def _targets(y):
 
 def _length(x):
     return x.shape[0]
+
+
+def _arrays_of(dataset, what):
+    """A dataset of (x, y) batches as two arrays (evaluate and validation run on arrays)."""
+    batches = list(dataset.as_numpy_iterator())
+    if not batches or not isinstance(batches[0], tuple) or len(batches[0]) != 2:
+        raise ValueError(f"{what}: a dataset's elements must be (x, y) batches, got {dataset.element_spec}")
+    return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
+
+
+def _dataset_steps(dataset, steps_per_epoch):
+    count = dataset.cardinality().numpy()
+    steps = steps_per_epoch if count < 0 else count
+    return steps if steps_per_epoch is None else min(steps, int(steps_per_epoch))
 
 
 def _scores(names, logs, return_dict):
@@ -105,6 +120,14 @@ class TrainingMixin:
             raise RuntimeError(f"You must compile your model before {what}. Call model.compile(optimizer, loss).")
         return self._trainer
 
+    @staticmethod
+    def _check_dataset(dataset):
+        spec = dataset.element_spec
+        if not isinstance(spec, tuple) or len(spec) != 2 or any(isinstance(s, (tuple, list, dict)) for s in spec):
+            raise errors.UnimplementedError(
+                f"fit: the dataset's elements must be (x, y) batches of one tensor each, got {spec}",
+                "map them to (features, labels), e.g. dataset.map(lambda d: (d['image'], d['label']))")
+
     @property
     def stop_training(self):
         """Set to True (from a callback) to end ``fit`` after the current step."""
@@ -137,12 +160,22 @@ class TrainingMixin:
         _unsupported("fit: validation_steps", validation_steps)
         if validation_freq != 1:
             raise errors.UnimplementedError("fit: validation_freq is not supported", "validation runs every epoch")
-        if y is None:
-            raise errors.UnimplementedError("fit: x without y (a dataset or generator) is not supported",
-                                            "pass NumPy arrays x and y")
         if not isinstance(shuffle, bool):
             raise errors.UnimplementedError(f"fit: shuffle={shuffle!r} is not supported", "use True or False")
-        x, y = _features(x), _targets(y)
+        dataset = x if isinstance(x, Dataset) else None
+        if dataset is not None:
+            if y is not None or validation_split:
+                raise ValueError("fit: a dataset x holds the targets and cannot be split; pass y=None and "
+                                 "validation_data")
+            self._check_dataset(dataset)
+            x = dataset._engine  # pylint: disable=protected-access
+        elif y is None:
+            raise errors.UnimplementedError("fit: x without y (a generator) is not supported",
+                                            "pass NumPy arrays x and y, or a nimbus.data.Dataset of (x, y)")
+        else:
+            x, y = _features(x), _targets(y)
+        if isinstance(validation_data, Dataset):
+            validation_data = _arrays_of(validation_data, "fit: validation_data")
         if validation_split and validation_data is None:
             if not 0 < validation_split < 1:
                 raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split}")
@@ -175,9 +208,12 @@ class TrainingMixin:
         history.set_model(self)
         history.history = result["history"]
         history.epoch = result["epoch"]
-        steps = math.ceil(_length(x) / batch_size)
-        history.set_params({"verbose": verbose, "epochs": int(epochs),
-                            "steps": steps if steps_per_epoch is None else min(steps, int(steps_per_epoch))})
+        if dataset is not None:
+            steps = _dataset_steps(dataset, steps_per_epoch)
+        else:
+            steps = math.ceil(_length(x) / batch_size)
+            steps = steps if steps_per_epoch is None else min(steps, int(steps_per_epoch))
+        history.set_params({"verbose": verbose, "epochs": int(epochs), "steps": steps})
         history.samples_per_sec = result["samples_per_sec"]
         self.history = history
         return history
@@ -192,6 +228,8 @@ class TrainingMixin:
         for callback in callbacks:
             callback.set_model(self)
             callback.on_test_begin({})
+        if isinstance(x, Dataset):
+            x, y = _arrays_of(x, "evaluate")
         logs = trainer.evaluate(_features(x), _targets(y), 32 if batch_size is None else int(batch_size), steps,
                                 self._graph(), self._jit_compile)
         for callback in callbacks:
@@ -212,6 +250,9 @@ class TrainingMixin:
         for callback in callbacks:
             callback.set_model(self)
             callback.on_predict_begin({})
+        if isinstance(x, Dataset):
+            x = np.concatenate([element[0] if isinstance(element, tuple) else element
+                                for element in x.as_numpy_iterator()])
         outputs = trainer.predict(_features(x), 32 if batch_size is None else int(batch_size), steps, self._graph(),
                                   self._jit_compile)
         for callback in callbacks:

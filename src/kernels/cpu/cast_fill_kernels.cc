@@ -1,6 +1,7 @@
 // Vectorized, multithreaded conversions and fills on contiguous tensors:
 //   cast   f32 <-> f16 (F16C vcvtps2ph/vcvtph2ps), f32 <-> bf16, f32 <-> f64,
-//          f32 <-> i32, and any same-dtype cast (a copy). Every pair rounds
+//          f32 <-> i32, u8 -> f32 (images into a model), and any same-dtype
+//          cast (a copy). Every pair rounds
 //          exactly as the reference: to nearest even, NaN kept quiet, integers
 //          truncated toward zero.
 //   fill   every dtype.
@@ -18,7 +19,7 @@
 namespace nimbus::cpu {
 namespace {
 
-// Plain conversions the compiler vectorizes: f32 <-> f64, f32 <-> i32 (truncating).
+// Plain conversions the compiler vectorizes: f32 <-> f64, f32 <-> i32 (truncating), u8 -> f32 (exact).
 template <typename In, typename Out>
 void convert(const In* in, Out* out, int64_t n) {
 #pragma omp simd
@@ -64,6 +65,7 @@ CastFn cast_kernel(DType in, DType out) {
       {DType::kF32, DType::kBF16, run_cast<float, BFloat16>}, {DType::kBF16, DType::kF32, run_cast<BFloat16, float>},
       {DType::kF32, DType::kF64, run_cast<float, double>},    {DType::kF64, DType::kF32, run_cast<double, float>},
       {DType::kF32, DType::kI32, run_cast<float, int32_t>},   {DType::kI32, DType::kF32, run_cast<int32_t, float>},
+      {DType::kU8, DType::kF32, run_cast<uint8_t, float>},
   };
   for (const Pair& pair : kPairs) {
     if (pair.in == in && pair.out == out) return pair.fn;
