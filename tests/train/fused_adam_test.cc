@@ -144,14 +144,21 @@ TEST(FusedAdam, TheTracedStepHasOneUpdateNodeForAllVariables) {
 }
 
 // Left unset, fused means "where adam_update has a kernel faster than its reference loop": not on the CPU.
-TEST(FusedAdam, UnsetFusesOnlyWhereAFastKernelExists) {
-  std::vector<Variable> variables = make_variables();
-  std::shared_ptr<train::Optimizer> optimizer = train::Adam();
-  optimizer->build(variables);
-  const Function step = update_step(optimizer, variables, true);
-  const graph::Graph& g = step.traced_for(gradients_at(0)).optimized;
-  for (const graph::Node& node : g.nodes()) {
-    EXPECT_FALSE(node.kind == graph::NodeKind::kOp && node.op->name == "adam_update") << g.to_text();
+// Unset, the update is fused where adam_update has a kernel above its reference loop: f32 on the
+// CPU (src/kernels/cpu/adam_update_kernel.cc); false keeps the unfused ops.
+TEST(FusedAdam, UnsetFusesWhereAFastKernelExistsAndFalseNever) {
+  for (const std::optional<bool> fused : {std::optional<bool>{}, std::optional<bool>{false}}) {
+    SCOPED_TRACE(fused.has_value() ? "fused: false" : "fused unset");
+    std::vector<Variable> variables = make_variables();
+    std::shared_ptr<train::Optimizer> optimizer = train::Adam({.fused = fused});
+    optimizer->build(variables);
+    const Function step = update_step(optimizer, variables, true);
+    const graph::Graph& g = step.traced_for(gradients_at(0)).optimized;
+    int adam_updates = 0;
+    for (const graph::Node& node : g.nodes()) {
+      adam_updates += node.kind == graph::NodeKind::kOp && node.op->name == "adam_update" ? 1 : 0;
+    }
+    EXPECT_EQ(adam_updates, fused.has_value() ? 0 : 1) << g.to_text();
   }
 }
 
