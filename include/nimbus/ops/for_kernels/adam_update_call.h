@@ -47,9 +47,11 @@ struct AdamUpdateScalars {
 
 // Elements [begin, end) of one (w, m, v, g) tensor quadruple, in place: the operations of
 // train::AdamOptimizer's unfused update in its order, each rounded to T. A file that calls it is
-// compiled with -ffp-contract=off (src/CMakeLists.txt), or FMAs would change the last bits.
+// compiled with -ffp-contract=off (src/CMakeLists.txt), or FMAs would change the last bits, and
+// -fno-math-errno, or std::sqrt keeps the loop scalar. The four tensors never overlap.
 template <typename T>
-void adam_update_elements(T* w, T* m, T* v, const T* g, int64_t begin, int64_t end, const AdamUpdateScalars<T>& s) {
+void adam_update_elements(T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g, int64_t begin,
+                          int64_t end, const AdamUpdateScalars<T>& s) {
   for (int64_t i = begin; i < end; ++i) {
     T weight = w[i];
     if (s.weight_decay) weight = weight - weight * s.decay;
