@@ -230,8 +230,6 @@ class Rng {
 
 // Element i of `tensor` along axis 0, as a view (no copy).
 Tensor slice0(const Tensor& tensor, int64_t i);
-// Stacks same-shaped tensors along a new axis 0 (a host copy).
-Tensor stack0(const std::vector<Tensor>& parts, const char* what);
 // Sum of the components' bytes.
 int64_t element_bytes(const Element& element);
 // "(f32[2, 3], u8[17])"

@@ -198,29 +198,6 @@ Tensor slice0(const Tensor& tensor, int64_t i) {
   return Tensor::view(impl.storage, impl.offset + static_cast<size_t>(i) * row_bytes, inner, tensor.dtype());
 }
 
-Tensor stack0(const std::vector<Tensor>& parts, const char* what) {
-  NIMBUS_ASSERT(!parts.empty()) << "stack0 of nothing";
-  const Shape& inner = parts[0].shape();
-  const DType dtype = parts[0].dtype();
-  for (size_t i = 1; i < parts.size(); ++i) {
-    if (parts[i].shape() != inner || parts[i].dtype() != dtype) {
-      throw InvalidArgument(
-          fmt::format("{}: cannot stack {} {} with {} {} (element {} of the batch)", what, dtype_name(dtype),
-                      inner.to_string(), dtype_name(parts[i].dtype()), parts[i].shape().to_string(), i),
-          "use padded_batch for elements of different shapes");
-    }
-  }
-  Shape shape{static_cast<int64_t>(parts.size())};
-  for (int64_t d : inner.dims()) shape.push_back(d);
-  Tensor out = host_tensor(shape, dtype);
-  const size_t row_bytes = parts[0].nbytes();
-  auto* dst = static_cast<char*>(out.raw_data());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (row_bytes > 0) std::memcpy(dst + i * row_bytes, parts[i].raw_data(), row_bytes);
-  }
-  return out;
-}
-
 int64_t element_bytes(const Element& element) {
   int64_t total = 0;
   for (const Tensor& t : element) total += static_cast<int64_t>(t.nbytes());

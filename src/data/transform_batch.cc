@@ -1,6 +1,7 @@
 // batch, padded_batch and unbatch.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "nimbus/base/error.h"
@@ -43,6 +44,103 @@ void fill_value(Tensor& t, double value) {
   });
 }
 
+void check_components(const Element& first, const Element& element) {
+  if (element.size() != first.size()) {
+    throw InvalidArgument(fmt::format("batch: elements have different numbers of components: {} and {}",
+                                      element_signature(first), element_signature(element)));
+  }
+}
+
+// The rows of one batch, each element copied into place as it arrives: the
+// copy reads it while it is still in cache, and its buffer goes back to the
+// host allocator at once, still in cache for the element made next (instead
+// of a batch's worth of elements piling up before one copy of them all).
+class BatchRows {
+ public:
+  explicit BatchRows(int64_t batch_size) : batch_size_(batch_size) {}
+
+  int64_t count() const { return count_; }
+
+  // Copies `element` in as the next row; an element unlike the batch's first
+  // (components, shape or dtype) is refused and the batch restarts after it.
+  void add(const Element& element) {
+    if (count_ == 0) first_ = element;
+    try {
+      check_components(first_, element);
+      for (size_t c = 0; c < element.size(); ++c) check_like_first(first_[c], element[c], count_);
+    } catch (...) {
+      reset();
+      throw;
+    }
+    if (count_ == capacity_) grow();
+    for (size_t c = 0; c < element.size(); ++c) {
+      const size_t row_bytes = element[c].nbytes();
+      if (row_bytes > 0) {
+        std::memcpy(static_cast<char*>(columns_[c].raw_data()) + static_cast<size_t>(count_) * row_bytes,
+                    element[c].raw_data(), row_bytes);
+      }
+    }
+    ++count_;
+  }
+
+  // The rows added since the last take, as views of their first `count` rows; starts the next batch.
+  Element take() {
+    Element out;
+    for (Tensor& column : columns_) {
+      Shape shape = column.shape();
+      shape[0] = count_;
+      const auto& impl = *column.impl_ptr();
+      out.push_back(Tensor::view(impl.storage, impl.offset, shape, column.dtype()));
+    }
+    reset();
+    return out;
+  }
+
+ private:
+  // A batch's rows are allocated at once up to kUpfrontBytes (a huge batch_size
+  // on a short data set must not reserve it all); past that they double.
+  static constexpr int64_t kUpfrontBytes = int64_t{64} << 20;
+
+  static void check_like_first(const Tensor& first, const Tensor& part, int64_t index) {
+    if (part.shape() != first.shape() || part.dtype() != first.dtype()) {
+      throw InvalidArgument(
+          fmt::format("batch: cannot stack {} {} with {} {} (element {} of the batch)", dtype_name(first.dtype()),
+                      first.shape().to_string(), dtype_name(part.dtype()), part.shape().to_string(), index),
+          "use padded_batch for elements of different shapes");
+    }
+  }
+
+  void reset() {
+    columns_.clear();
+    first_.clear();
+    count_ = capacity_ = 0;
+  }
+
+  void grow() {
+    int64_t row_bytes = 0;
+    for (const Tensor& t : first_) row_bytes += static_cast<int64_t>(t.nbytes());
+    const int64_t upfront = std::max<int64_t>(1, kUpfrontBytes / std::max<int64_t>(1, row_bytes));
+    const int64_t capacity = std::min(batch_size_, capacity_ == 0 ? upfront : 2 * capacity_);
+    for (size_t c = 0; c < first_.size(); ++c) {
+      Shape shape{capacity};
+      for (int64_t d : first_[c].shape().dims()) shape.push_back(d);
+      Tensor column = host_tensor(shape, first_[c].dtype());
+      if (c < columns_.size()) {
+        std::memcpy(column.raw_data(), columns_[c].raw_data(), static_cast<size_t>(count_) * first_[c].nbytes());
+        columns_[c] = std::move(column);
+      } else {
+        columns_.push_back(std::move(column));
+      }
+    }
+    capacity_ = capacity;
+  }
+
+  int64_t batch_size_;
+  Element first_;                // the batch's first element: the shapes and dtypes of its rows
+  std::vector<Tensor> columns_;  // one per component, capacity_ rows
+  int64_t count_ = 0, capacity_ = 0;
+};
+
 class BatchNode : public UnaryNode {
  public:
   BatchNode(NodePtr input, int64_t batch_size, bool drop_remainder, bool padded, std::vector<Shape> padded_shapes,
@@ -67,20 +165,14 @@ class BatchNode : public UnaryNode {
     return fmt::format("{}({}, drop_remainder={})", padded_ ? "padded_batch" : "batch", batch_size_, drop_remainder_);
   }
 
-  Element combine(std::vector<Element>& parts) const {
-    const size_t components = parts[0].size();
-    for (size_t i = 1; i < parts.size(); ++i) {
-      if (parts[i].size() != components) {
-        throw InvalidArgument(fmt::format("batch: elements have different numbers of components: {} and {}",
-                                          element_signature(parts[0]), element_signature(parts[i])));
-      }
-    }
+  Element pad_combine(std::vector<Element>& parts) const {
+    for (size_t i = 1; i < parts.size(); ++i) check_components(parts[0], parts[i]);
     Element out;
-    for (size_t c = 0; c < components; ++c) {
+    for (size_t c = 0; c < parts[0].size(); ++c) {
       std::vector<Tensor> column;
       column.reserve(parts.size());
       for (auto& p : parts) column.push_back(p[c]);
-      out.push_back(padded_ ? pad_stack(column, c) : stack0(column, "batch"));
+      out.push_back(pad_stack(column, c));
     }
     return out;
   }
@@ -132,30 +224,37 @@ class BatchNode : public UnaryNode {
   class It : public IteratorImpl {
    public:
     It(std::shared_ptr<NodeStats> stats, const BatchNode* node, std::unique_ptr<IteratorImpl> input)
-        : IteratorImpl(std::move(stats)), node_(node), input_(std::move(input)) {}
+        : IteratorImpl(std::move(stats)), node_(node), input_(std::move(input)), rows_(node->batch_size_) {}
     std::optional<Element> get_next() override {
       if (done_) return std::nullopt;
       // Elements gathered before an input error stay for the next call.
-      while (static_cast<int64_t>(parts_.size()) < node_->batch_size_) {
+      while (gathered() < node_->batch_size_) {
         auto element = pull(*input_);
         if (!element) {
           done_ = true;
           break;
         }
-        parts_.push_back(std::move(*element));
+        if (node_->padded_) {
+          parts_.push_back(std::move(*element));
+        } else {
+          rows_.add(*element);
+        }
       }
+      const int64_t count = gathered();
+      if (count == 0 || (node_->drop_remainder_ && count < node_->batch_size_)) return std::nullopt;
+      if (!node_->padded_) return rows_.take();
       std::vector<Element> parts = std::move(parts_);
       parts_.clear();
-      if (parts.empty() || (node_->drop_remainder_ && static_cast<int64_t>(parts.size()) < node_->batch_size_)) {
-        return std::nullopt;
-      }
-      return node_->combine(parts);
+      return node_->pad_combine(parts);
     }
 
    private:
+    int64_t gathered() const { return node_->padded_ ? static_cast<int64_t>(parts_.size()) : rows_.count(); }
+
     const BatchNode* node_;
     std::unique_ptr<IteratorImpl> input_;
-    std::vector<Element> parts_;
+    std::vector<Element> parts_;  // padded_batch: the elements of the batch so far
+    BatchRows rows_;              // batch: the rows copied so far
     bool done_ = false;
   };
 

@@ -5,7 +5,6 @@
 // writes from written_inputs_of.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -68,41 +67,22 @@ const OpSchema& kAdamUpdate = define_op({
     .written_inputs_of = [](const Attrs& attrs) { return 3 * count_of(attrs); },
 });
 
-// Per tensor: w, m, v, g (n) -> w, m, v (n), in place; the operations of train::AdamOptimizer's unfused
-// update in its order, each rounded to T (src/CMakeLists.txt compiles this file with -ffp-contract=off).
-template <typename T>
-void update_tensor(T* w, T* m, T* v, const T* g, int64_t n, bool weight_decay, T decay, T alpha, T one_minus_beta_1,
-                   T one_minus_beta_2, T epsilon) {
-  for (int64_t i = 0; i < n; ++i) {
-    T weight = w[i];
-    if (weight_decay) weight = weight - weight * decay;
-    const T new_m = m[i] + (g[i] - m[i]) * one_minus_beta_1;
-    const T new_v = v[i] + (g[i] * g[i] - v[i]) * one_minus_beta_2;
-    m[i] = new_m;
-    v[i] = new_v;
-    w[i] = weight - new_m * alpha / (std::sqrt(new_v) + epsilon);
-  }
-}
-
+// One pass over each tensor on the calling thread; the CPU backend's kernel
+// (src/kernels/cpu/adam_update_kernel.cc) splits them over its threads.
 const bool kAdamUpdateReference = register_kernel(
     "adam_update", {.name = kReferenceKernel, .dtypes = {DType::kF32, DType::kF64}, .fn = [](KernelContext& ctx) {
                       const internal::AdamUpdateCall call(ctx.inputs, ctx.attrs);
                       if (call.has_apply() && !call.apply().item<bool>()) return;
-                      const bool weight_decay = ctx.attrs.get_bool("weight_decay");
                       visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
                         if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-                          const T alpha = static_cast<T>(call.alpha().item<double>());
-                          const T decay = static_cast<T>(call.decay().item<double>());
-                          const T one_minus_beta_1 = static_cast<T>(1 - ctx.attrs.get_float("beta_1"));
-                          const T one_minus_beta_2 = static_cast<T>(1 - ctx.attrs.get_float("beta_2"));
-                          const T epsilon = static_cast<T>(ctx.attrs.get_float("epsilon"));
+                          const internal::AdamUpdateScalars<T> scalars(call, ctx.attrs);
                           for (size_t i = 0; i < call.count; ++i) {
                             // Written in place: the kernel's inputs are the variables' own tensors.
                             Tensor w = call.weight(i), m = call.m(i), v = call.v(i);
-                            update_tensor(static_cast<T*>(w.raw_data()), static_cast<T*>(m.raw_data()),
-                                          static_cast<T*>(v.raw_data()),
-                                          static_cast<const T*>(call.gradient(i).raw_data()), w.numel(), weight_decay,
-                                          decay, alpha, one_minus_beta_1, one_minus_beta_2, epsilon);
+                            internal::adam_update_elements(static_cast<T*>(w.raw_data()), static_cast<T*>(m.raw_data()),
+                                                           static_cast<T*>(v.raw_data()),
+                                                           static_cast<const T*>(call.gradient(i).raw_data()), 0,
+                                                           w.numel(), scalars);
                           }
                         }
                       });

@@ -342,6 +342,45 @@ TEST(DatasetTransforms, BatchOfDifferentShapesSaysUsePaddedBatch) {
   }
 }
 
+// batch copies each element into its row as it arrives: rows past the first
+// allocation (64 MiB) grow it, and a short last batch holds only its rows.
+TEST(DatasetTransforms, BatchPastItsFirstAllocationKeepsEveryRow) {
+  const int64_t row = int64_t{1} << 18;  // 1 MiB of f32 each: 64 rows fit the first allocation
+  Dataset ds = Dataset::range(70).map([row](const Element& e) {
+    const int64_t i = e[0].item<int64_t>();
+    return Element{
+        Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(row), static_cast<float>(i)), {row}), e[0]};
+  });
+  auto batches = ds.batch(1000).collect();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0][0].shape(), (Shape{70, row}));
+  const auto values = batches[0][0].to_vector<float>();
+  for (int64_t i = 0; i < 70; ++i) {
+    EXPECT_EQ(values[static_cast<size_t>(i * row)], static_cast<float>(i));
+    EXPECT_EQ(values[static_cast<size_t>(i * row + row - 1)], static_cast<float>(i));
+  }
+  EXPECT_EQ(batches[0][1].to_vector<int64_t>(), iota(70));
+}
+
+TEST(DatasetTransforms, BatchRestartsAfterAnElementOfAnotherShape) {
+  // Element 2 has two values, the others one: the batch [2, 3] is refused and the next one is [4, 5].
+  Dataset ds = Dataset::range(6).map([](const Element& e) {
+    const int64_t i = e[0].item<int64_t>();
+    const int64_t n = i == 2 ? 2 : 1;
+    return Element{Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(n), i), {n})};
+  });
+  Iterator it = ds.batch(2).iterator();
+  EXPECT_EQ(it.next()->at(0).to_vector<int64_t>(), (std::vector<int64_t>{0, 1}));
+  try {
+    it.next();
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("i64 [2] with i64 [1] (element 1 of the batch)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(it.next()->at(0).to_vector<int64_t>(), (std::vector<int64_t>{4, 5}));
+  EXPECT_FALSE(it.next().has_value());
+}
+
 TEST(DatasetTransforms, PaddedBatchPadsToLargestOrGivenShape) {
   Dataset ds = Dataset::range(1, 4).map([](const Element& e) {
     const int64_t n = e[0].item<int64_t>();

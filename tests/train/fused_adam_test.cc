@@ -20,6 +20,7 @@
 #include "nimbus/nn/layers.h"
 #include "nimbus/nn/model.h"
 #include "nimbus/ops/creation.h"
+#include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/train/loss_scale.h"
 #include "nimbus/train/optimizers.h"
@@ -144,14 +145,38 @@ TEST(FusedAdam, TheTracedStepHasOneUpdateNodeForAllVariables) {
 }
 
 // Left unset, fused means "where adam_update has a kernel faster than its reference loop": not on the CPU.
-TEST(FusedAdam, UnsetFusesOnlyWhereAFastKernelExists) {
-  std::vector<Variable> variables = make_variables();
-  std::shared_ptr<train::Optimizer> optimizer = train::Adam();
-  optimizer->build(variables);
-  const Function step = update_step(optimizer, variables, true);
-  const graph::Graph& g = step.traced_for(gradients_at(0)).optimized;
-  for (const graph::Node& node : g.nodes()) {
-    EXPECT_FALSE(node.kind == graph::NodeKind::kOp && node.op->name == "adam_update") << g.to_text();
+// Counts the adam_update calls on its thread while alive.
+class AdamUpdateCounter : public OpObserver {
+ public:
+  AdamUpdateCounter() { add_op_observer(this); }
+  ~AdamUpdateCounter() override { remove_op_observer(this); }
+  void on_op(const OpSchema& op, const Attrs&, std::span<const Tensor>, std::span<const Tensor>) override {
+    calls += op.name == "adam_update" ? 1 : 0;
+  }
+  int calls = 0;
+};
+
+// Unset, the update is fused where adam_update has a kernel above its reference loop: f32 on the
+// CPU (src/kernels/cpu/adam_update_kernel.cc), eager and traced; false keeps the unfused ops.
+TEST(FusedAdam, UnsetFusesWhereAFastKernelExistsAndFalseNever) {
+  for (const std::optional<bool> fused : {std::optional<bool>{}, std::optional<bool>{false}}) {
+    SCOPED_TRACE(fused.has_value() ? "fused: false" : "fused unset");
+    const int expected = fused.has_value() ? 0 : 1;
+    std::vector<Variable> variables = make_variables();
+    std::shared_ptr<train::Optimizer> optimizer = train::Adam({.fused = fused});
+    optimizer->build(variables);
+    {
+      AdamUpdateCounter counter;
+      update_step(optimizer, variables, false)(gradients_at(0));
+      EXPECT_EQ(counter.calls, expected);
+    }
+    const Function step = update_step(optimizer, variables, true);
+    const graph::Graph& g = step.traced_for(gradients_at(1)).optimized;
+    int adam_updates = 0;
+    for (const graph::Node& node : g.nodes()) {
+      adam_updates += node.kind == graph::NodeKind::kOp && node.op->name == "adam_update" ? 1 : 0;
+    }
+    EXPECT_EQ(adam_updates, expected) << g.to_text();
   }
 }
 
