@@ -43,7 +43,13 @@ std::map<std::string, ConfigKey> with_pipeline_keys(std::map<std::string, Config
                                                               {"ignore_errors", ConfigType::kBool},
                                                               {"max_bad_records", ConfigType::kInt},
                                                               {"allow_truncated_images", ConfigType::kBool},
-                                                              {"allow_non_finite", ConfigType::kBool}};
+                                                              {"allow_non_finite", ConfigType::kBool},
+                                                              {"tokenizer", ConfigType::kStringOrObject},
+                                                              {"tokenizer.sentencepiece", ConfigType::kString},
+                                                              {"sequence_length", ConfigType::kInt},
+                                                              {"stride", ConfigType::kInt},
+                                                              {"format", ConfigType::kString},
+                                                              {"validation_split", ConfigType::kNumber}};
   for (const char* split : {"data.train.", "data.validation."}) {
     for (const auto& [key, type] : pipeline_keys) keys[std::string(split) + key] = {type, nullptr};
   }
@@ -311,6 +317,11 @@ nlohmann::json parse_config(const std::string& yaml_text, const std::string& sou
                           "(docs/data.md)");
   }
   fill_defaults(config);
+  if (is_pipeline_split(config["data"]["train"])) {
+    check_pipeline_split(config["data"]["train"], "data.train",
+                         [&](const std::string& path) { return source.where(path); });
+    resolve_validation_split(config["data"], [&](const std::string& path) { return source.where(path); });
+  }
   for (const char* split : {"train", "validation"}) {
     if (!config["data"].contains(split)) continue;
     const std::string section = std::string("data.") + split;

@@ -17,6 +17,7 @@
 #include "nimbus/data/idx.h"
 #include "nimbus/data/image_ops.h"
 #include "nimbus/data/tfrecord.h"
+#include "token_data_config.h"
 
 namespace nimbus::train {
 
@@ -126,7 +127,7 @@ const std::map<std::string, OpSpec>& map_ops() {
   return ops;
 }
 
-const std::vector<std::string> kSources = {"csv", "files", "idx", "tfrecord"};
+const std::vector<std::string> kSources = {"csv", "files", "idx", "text", "tfrecord", "tokens"};
 const std::map<std::string, std::vector<std::string>> kSourceKeys = {
     {"idx", {"images", "labels"}},
     {"csv", {"files", "columns", "header", "delimiter", "allow_non_finite"}},
@@ -450,6 +451,14 @@ Tensor select_x(const Element& element, const std::vector<size_t>& x) {
   return out;
 }
 
+// The split's batches (drop_remainder) and how many are read ahead (prefetch).
+Dataset batch_and_prefetch(Dataset ds, const Json& split, int64_t batch_size) {
+  ds = ds.batch(batch_size, split.value("drop_remainder", false));
+  const Json prefetch = split.value("prefetch", Json("autotune"));
+  if (prefetch == "autotune") return ds.prefetch(data::kAutotune);
+  return prefetch.get<int64_t>() > 0 ? ds.prefetch(prefetch.get<int64_t>()) : ds;
+}
+
 int parallelism_of(const Json& value) {
   return value.is_null() || value == "autotune" ? data::kAutotune : value.get<int>();
 }
@@ -461,6 +470,10 @@ bool is_pipeline_split(const nlohmann::json& split) { return split.is_object() &
 void check_pipeline_split(const nlohmann::json& split, const std::string& section,
                           const std::function<std::string(const std::string&)>& where) {
   const std::string source = source_of(split);
+  if (is_token_split(split)) {
+    check_token_split(split, section, where);
+    return;
+  }
   if (!kSourceKeys.count(source)) unknown(where(section + ".source"), section + ".source", source, kSources);
   for (const std::string& key : kSourceKeys.at(source)) {
     if (!kOptionalSourceKeys.count(key) && !split.contains(key)) {
@@ -530,6 +543,7 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
 
 int64_t split_example_count(const nlohmann::json& split, const std::string& section) {
   if (!is_pipeline_split(split)) return data::read_idx(split.at("labels").get<std::string>()).dim(0);
+  if (is_token_split(split)) return token_windows_from_config(split, section, expand(split, section)).cardinality();
   // A TFRecord source's records alone: parsing them does not change how many there are.
   const std::vector<std::string> paths =
       source_of(split) == "tfrecord" ? expand(split, section) : std::vector<std::string>{};
@@ -547,6 +561,12 @@ data::Dataset dataset_from_config(const nlohmann::json& split, const std::string
   check_pipeline_split(split, section, [](const std::string& path) { return path; });
   const int parallelism = parallelism_of(split.value("num_parallel_calls", Json()));
   const uint64_t split_seed = split.contains("seed") ? split["seed"].get<uint64_t>() : seed;
+  const int64_t shuffle = split.value("shuffle", int64_t{0});
+  if (is_token_split(split)) {
+    Dataset windows = token_windows_from_config(split, section, expand(split, section));
+    if (shuffle > 0) windows = windows.shuffle(shuffle, split_seed);
+    return batch_and_prefetch(windows, split, batch_size);
+  }
   const std::vector<std::string> components = source_components(split);
   Dataset ds = source_dataset(split, section, parallelism);
   if (split.contains("steps") && !split["steps"].empty()) {
@@ -561,7 +581,6 @@ data::Dataset dataset_from_config(const nlohmann::json& split, const std::string
   const Json cache = split.value("cache", Json(false));
   if (cache.is_string()) ds = ds.cache(cache.get<std::string>());
   if (cache == true) ds = ds.cache();
-  const int64_t shuffle = split.value("shuffle", int64_t{0});
   if (shuffle > 0) ds = ds.shuffle(shuffle, split_seed);
   // The element's index after shuffle seeds its random ops: another image each epoch.
   std::vector<size_t> x;
@@ -584,10 +603,16 @@ data::Dataset dataset_from_config(const nlohmann::json& split, const std::string
       split.contains("augment") ? parallelism : 1, true, "augment");
   // Last before batch, so that it sees every bad record: unreadable, unparsable, or failing a step.
   ds = ds.ignore_errors(bad_record_policy(split, section));
-  ds = ds.batch(batch_size, split.value("drop_remainder", false));
-  const Json prefetch = split.value("prefetch", Json("autotune"));
-  if (prefetch == "autotune") return ds.prefetch(data::kAutotune);
-  return prefetch.get<int64_t>() > 0 ? ds.prefetch(prefetch.get<int64_t>()) : ds;
+  return batch_and_prefetch(ds, split, batch_size);
+}
+
+void resolve_validation_split(nlohmann::json& data_section,
+                              const std::function<std::string(const std::string&)>& where) {
+  if (!data_section.contains("train") || !data_section["train"].is_object() ||
+      !data_section["train"].contains("validation_split") || !is_token_split(data_section["train"])) {
+    return;
+  }
+  apply_validation_split(data_section, expand(data_section["train"], "data.train"), where);
 }
 
 }  // namespace nimbus::train

@@ -17,6 +17,7 @@
 #include "nimbus/train/data_config.h"
 #include "nimbus/train/run_directory.h"
 #include "rows.h"
+#include "token_data_config.h"
 
 namespace nimbus::train {
 
@@ -74,7 +75,8 @@ Tensor symbolic(std::vector<int64_t> shape, DType dtype) {
 // A split's (x, y) as symbolic tensors, from what its files' headers say: the IDX shorthand's images
 // and labels (their counts and the images' shape checked as loading them would), or for a pipeline one
 // batch of `batch` rows shaped as the model's input, with one u8 label each (the planner's convention,
-// plan/config_workload.h), the pipeline built (its steps checked, its files listed) and not iterated.
+// plan/config_workload.h) or, from a text or tokens source, (batch, sequence_length) int32 next tokens;
+// the pipeline built (its steps checked, its files listed) and not iterated.
 std::pair<Tensor, Tensor> split_from_headers(const Json& split, const nn::Model& model, const std::string& section,
                                              int64_t batch) {
   const nn::Dims& input = model.inputs()[0].shape();
@@ -82,6 +84,10 @@ std::pair<Tensor, Tensor> split_from_headers(const Json& split, const nn::Model&
     (void)dataset_from_config(split, section, std::max<int64_t>(batch, 1), runtime_options().seed.value_or(0));
     std::vector<int64_t> shape(input.begin(), input.end());
     shape[0] = batch;
+    if (is_token_split(split)) {  // language-model windows: the next token at each place
+      const int64_t length = split.at("sequence_length").get<int64_t>();
+      return {symbolic(shape, model.inputs()[0].dtype()), symbolic({batch, length}, DType::kI32)};
+    }
     return {symbolic(shape, model.inputs()[0].dtype()), symbolic({batch}, DType::kU8)};
   }
   const std::string images_path = split.at("images").get<std::string>();

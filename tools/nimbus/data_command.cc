@@ -1,6 +1,8 @@
 // nimbus data to-tfrecord: Fashion-MNIST's IDX files to gzip-compressed TFRecord shards of
 // tf.train.Example (image: the 784 raw u8 pixels as bytes, label: int64), which
 // examples/fashion_mnist_tfrecord.yaml trains from (docs/data.md).
+// nimbus data train-tokenizer: a SentencePiece .model from text files, for a text source's
+// tokenizer: {sentencepiece: FILE} (docs/language_models.md).
 #include <fmt/format.h>
 
 #include <iostream>
@@ -9,8 +11,10 @@
 
 #include "commands.h"
 #include "flag_checks.h"
+#include "nimbus/data/dataset.h"
 #include "nimbus/data/idx.h"
 #include "nimbus/data/idx_to_tfrecord.h"
+#include "nimbus/data/sentencepiece.h"
 
 namespace nimbus::cli {
 
@@ -29,7 +33,31 @@ Command add_data_command(CLI::App& app) {
   to_tfrecord->add_option("--shards", arguments->shards, "shards per split")
       ->capture_default_str()
       ->check(whole_number(1, 10'000));
-  return [arguments] {
+  auto tokenizer = std::make_shared<data::SentencePieceTraining>();
+  auto patterns = std::make_shared<std::vector<std::string>>();
+  CLI::App* train_tokenizer = data->add_subcommand(
+      "train-tokenizer", "train a SentencePiece tokenizer on text files (needs a build with libsentencepiece-dev)");
+  train_tokenizer->add_option("files", *patterns, "text files or glob patterns (gzip is read through zlib)")
+      ->required();
+  train_tokenizer->add_option("-o,--output", tokenizer->model_prefix, "writes OUTPUT.model and OUTPUT.vocab")
+      ->required();
+  train_tokenizer->add_option("--vocab-size", tokenizer->vocab_size, "pieces in the vocabulary")
+      ->capture_default_str()
+      ->check(whole_number(8, 1'000'000));
+  train_tokenizer->add_option("--model-type", tokenizer->model_type, "SentencePiece's model_type")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"unigram", "bpe", "char", "word"}));
+  return [arguments, to_tfrecord, tokenizer, patterns] {
+    if (!to_tfrecord->parsed()) {
+      tokenizer->input_files.clear();
+      for (const data::Element& file : data::Dataset::list_files(*patterns, /*shuffle=*/false).collect()) {
+        tokenizer->input_files.push_back(data::tensor_string(file[0]));
+      }
+      const std::string model = data::train_sentencepiece(*tokenizer);
+      std::cout << fmt::format("nimbus data train-tokenizer: wrote {} ({}) from {} files\n", model,
+                               data::sentencepiece_tokenizer(model)->describe(), tokenizer->input_files.size());
+      return 0;
+    }
     // train-images-idx3-ubyte.gz -> OUT/train-0000k-of-0000N.tfrecord.gz; t10k -> OUT/test-...
     for (const auto& [idx_name, split] : {std::pair{"train", "train"}, std::pair{"t10k", "test"}}) {
       const std::string dir = arguments->source_dir;

@@ -4,7 +4,7 @@
 //
 //   data:
 //     train:
-//       source: tfrecord                       # idx | csv | tfrecord | files
+//       source: tfrecord                       # idx | csv | tfrecord | files | text | tokens
 //       files: shards/train-*.tfrecord.gz      # a glob pattern or a list of them
 //       features: {image: {type: bytes}, label: {type: int64}}
 //       steps:                                 # per element, before cache and shuffle
@@ -31,6 +31,7 @@
 //              shape: [...], default: ..., var_len: false}} -> the feature names (others in the records are ignored)
 //   files      files (e.g. "photos/*/*.jpg")   -> image (the file's bytes), label (index of the file's
 //              folder among the sorted folder names), path
+//   text, tokens  language-model windows (x, y): src/train/token_data_config.h, docs/language_models.md
 // Map ops (each `- op: {arguments}`, on component `feature`, default image): decode_raw {dtype, shape},
 // decode_image {channels}, reshape {shape}, convert_dtype {dtype, scale}, normalize {mean, std},
 // resize {height, width}; under augment also random_crop {height, width} and random_flip {}.
@@ -63,6 +64,11 @@ void check_pipeline_split(const nlohmann::json& split, const std::string& sectio
 // CSV). Reads every record of such a source, without parsing it; bad records are handled as the split says
 // (ignore_errors, max_bad_records), with errors naming `section`.
 int64_t split_example_count(const nlohmann::json& split, const std::string& section = "data.train");
+
+// data.train.validation_split of a text source (token_data_config.h) made explicit: the last of data.train's
+// files become data.validation. Does nothing without the key.
+void resolve_validation_split(nlohmann::json& data_section,
+                              const std::function<std::string(const std::string&)>& where);
 
 // The split's pipeline: elements are (x, y) batches of batch_size. `seed` seeds shuffle and the
 // random ops unless the split gives its own `seed`.
