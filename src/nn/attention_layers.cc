@@ -7,6 +7,7 @@
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
 #include "nimbus/nn/layers.h"
+#include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/linalg.h"
 #include "nimbus/ops/nn.h"
@@ -109,16 +110,21 @@ class MultiHeadAttentionLayer : public LayerImpl {
   }
 
   nlohmann::json get_config() const override {
-    return {{"name", name()},
-            {"num_heads", num_heads_},
-            {"key_dim", key_dim_},
-            {"value_dim", value_dim_},
-            {"dropout", options_.dropout},
-            {"use_bias", options_.use_bias},
-            {"output_shape", options_.output_shape ? nlohmann::json(*options_.output_shape) : nlohmann::json()},
-            {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
-            {"bias_initializer", initializer_to_json(options_.bias_initializer)},
-            {"seed", options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json()}};
+    nlohmann::json config = {
+        {"name", name()},
+        {"num_heads", num_heads_},
+        {"key_dim", key_dim_},
+        {"value_dim", value_dim_},
+        {"dropout", options_.dropout},
+        {"use_bias", options_.use_bias},
+        {"output_shape", options_.output_shape ? nlohmann::json(*options_.output_shape) : nlohmann::json()},
+        {"kernel_initializer", initializer_to_json(options_.kernel_initializer)},
+        {"bias_initializer", initializer_to_json(options_.bias_initializer)},
+        {"seed", options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json()}};
+    // Keras takes use_causal_mask at call time, not in the config: written only when set, so
+    // configs of other attention layers stay loadable by Keras.
+    if (options_.use_causal_mask) config["use_causal_mask"] = true;
+    return config;
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool training) override {
@@ -130,9 +136,8 @@ class MultiHeadAttentionLayer : public LayerImpl {
     const Tensor k = project(key, key_kernel_, key_bias_);
     const Tensor v = project(value, value_kernel_, value_bias_);
     Tensor scores = matmul(q, k, false, true);  // (N, heads, T, S)
-    if (inputs.size() == 4) {
-      const Tensor allowed = cast(expand_dims(inputs[3], 1), scores.dtype());  // (N, 1, T, S)
-      scores = scores + (1.0 - allowed) * kMaskedScore;
+    if (const std::optional<Tensor> allowed = allowed_positions(inputs, scores)) {
+      scores = scores + (1.0 - *allowed) * kMaskedScore;
     }
     Tensor probabilities = softmax(scores, -1);
     if (training && options_.dropout > 0) probabilities = dropout(probabilities, options_.dropout, generator_.get());
@@ -146,6 +151,20 @@ class MultiHeadAttentionLayer : public LayerImpl {
   }
 
  private:
+  // 1 where query t may attend to position s, broadcastable to the scores (N, heads, T, S): the
+  // attention_mask input (N, 1, T, S) and/or the causal mask (T, S); none when every position counts.
+  std::optional<Tensor> allowed_positions(const std::vector<Tensor>& inputs, const Tensor& scores) const {
+    std::optional<Tensor> allowed;
+    if (inputs.size() == 4) allowed = cast(expand_dims(inputs[3], 1), scores.dtype());
+    if (options_.use_causal_mask) {
+      // Keras's _compute_causal_mask: tril(ones(T, S)), built from the lengths alone.
+      const int64_t t = scores.dim(2), s = scores.dim(3);
+      const Tensor causal = tril(ones(Shape{t, s}, scores.dtype(), scores.device()));
+      allowed = allowed ? *allowed * causal : causal;
+    }
+    return allowed;
+  }
+
   Tensor project(const Tensor& x, const Variable& kernel, const Variable& bias) const {
     const Shape& w = kernel.shape();  // (D, heads, dim)
     const int64_t n = x.dim(0), t = x.dim(1);

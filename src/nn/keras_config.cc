@@ -201,6 +201,7 @@ Layer make_from_config(const std::string& class_name, const nlohmann::json& c) {
     if (c.contains("value_dim") && !c["value_dim"].is_null()) o.value_dim = c["value_dim"].get<int64_t>();
     o.dropout = value_or(c, "dropout", 0.0);
     o.use_bias = value_or(c, "use_bias", true);
+    o.use_causal_mask = value_or(c, "use_causal_mask", false);
     if (c.contains("output_shape") && !c["output_shape"].is_null()) {
       // Keras also writes it as a one-element list.
       const nlohmann::json& shape = c["output_shape"];

@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -397,6 +398,30 @@ NodeArguments node_arguments(const nlohmann::json& node) {
   return arguments;
 }
 
+// Keras passes use_causal_mask when it calls MultiHeadAttention ({"use_causal_mask": true} among a
+// node's kwargs); Nimbus's layer takes it as an option, so the layer's config gets it from its calls.
+nlohmann::json with_causal_mask_from_calls(nlohmann::json layer_config, const nlohmann::json& nodes) {
+  std::set<bool> causal;
+  for (const auto& node : nodes) {
+    bool asked = false;
+    if (node.is_object()) {
+      asked = node.value("kwargs", nlohmann::json::object()).value("use_causal_mask", false);
+    } else {
+      for (const auto& reference : node) {
+        if (reference.size() > 3 && reference[3].is_object()) asked = reference[3].value("use_causal_mask", false);
+      }
+    }
+    causal.insert(asked);
+  }
+  if (causal.size() > 1) {
+    throw Unimplemented(
+        fmt::format("layer '{}' is called both with and without use_causal_mask", layer_config.value("name", "")),
+        "use two MultiHeadAttention layers");
+  }
+  if (causal.count(true)) layer_config["use_causal_mask"] = true;
+  return layer_config;
+}
+
 // Puts keyword tensors where the layer's call() takes them (by input_names()); a gap before a later
 // argument (a mask without a key) takes the value, which is what Keras uses for a missing key.
 void place_named_inputs(const LayerImpl& layer, const std::map<std::string, KerasTensor>& named,
@@ -466,7 +491,8 @@ Model model_from_config(const nlohmann::json& json) {
         outputs[input.name()] = {Input(spec->first, spec->second, input.name())};
         continue;
       }
-      pending.push_back({layer_from_config(layer_class, layer_config), entry.at("inbound_nodes"), 0});
+      const nlohmann::json& nodes = entry.at("inbound_nodes");
+      pending.push_back({layer_from_config(layer_class, with_causal_mask_from_calls(layer_config, nodes)), nodes, 0});
     }
     auto resolve = [&](const nlohmann::json& reference) -> std::optional<KerasTensor> {
       const auto it = outputs.find(reference.at(0).get<std::string>());

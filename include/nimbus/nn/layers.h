@@ -148,9 +148,15 @@ Layer PositionEmbedding(int64_t sequence_length, const PositionEmbeddingOptions&
 // (heads, key_dim), key/..., value/kernel (Dv, heads, value_dim), attention_output/kernel
 // (heads, value_dim, output_shape), attention_output/bias (output_shape). A masked position
 // gets -1e9 added to its score, as in Keras.
+//
+// use_causal_mask: query t attends only to positions s <= t (Keras's lower-triangular mask
+// of ones(T, S), combined with attention_mask when both are given); what a decoder-only
+// language model needs. Keras passes it at call time; here it is a layer option (in a
+// config's layer list: `use_causal_mask: true`).
 struct MultiHeadAttentionOptions {
   std::optional<int64_t> value_dim{};  // default: key_dim
-  double dropout = 0;                  // on the attention probabilities, in training
+  bool use_causal_mask = false;
+  double dropout = 0;  // on the attention probabilities, in training
   bool use_bias = true;
   std::optional<int64_t> output_shape{};  // default: the query's features
   Initializer kernel_initializer = "glorot_uniform";
