@@ -92,7 +92,7 @@ TEST(DataConfig, UnknownSplitKeyListsTheKeysBesideIt) {
 
 TEST(DataConfig, UnknownSourceFeatureKeyAndComponentAreNamed) {
   EXPECT_THAT(config_error("data:\n  train: {source: parquet, files: x}\n"),
-              HasSubstr("valid: csv, files, idx, tfrecord"));
+              HasSubstr("valid: csv, files, idx, text, tfrecord, tokens"));
   const std::string feature = config_error(
       "data:\n  train:\n    source: tfrecord\n    files: x\n    features: {image: {type: bytes, shpe: [1]}}\n");
   EXPECT_THAT(feature, HasSubstr("data.train.features.image"));
