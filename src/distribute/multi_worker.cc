@@ -40,6 +40,13 @@ int launcher_rank() {
   return 0;
 }
 
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
 int local_gpu_index() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);

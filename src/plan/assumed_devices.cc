@@ -26,18 +26,22 @@ std::vector<std::string> close_names(const Catalog& catalog, const std::string& 
 }  // namespace
 
 train::AssumedDevices assumed_devices(const Catalog& catalog, const std::string& text) {
-  static const std::regex form(R"(\s*([0-9]{1,6})\s*(?:x|X|\xC3\x97)\s*(\S+)\s*)");
+  static const std::regex form(
+      R"(\s*(?:([0-9]{1,6})\s*(?:x|X|\xC3\x97)\s*)?([0-9]{1,6})\s*(?:x|X|\xC3\x97)\s*(\S+)\s*)");
   std::smatch match;
   if (!std::regex_match(text, match, form)) {
-    throw InvalidArgument(fmt::format("--assume-devices '{}' is not COUNTxGPU", text),
-                          "write it as 4xA100-80GB or 1xH100: a count and a GPU of data/catalog/gpus.yaml");
+    throw InvalidArgument(fmt::format("--assume-devices '{}' is not COUNTxGPU (or NODESxCOUNTxGPU)", text),
+                          "write it as 4xA100-80GB or 1xH100: a count and a GPU of data/catalog/gpus.yaml; "
+                          "2x8xH100 for 2 nodes of 8");
   }
-  const int count = std::stoi(match[1]);
+  const int nodes = match[1].matched ? std::stoi(match[1]) : 1;
+  if (nodes < 1) throw InvalidArgument(fmt::format("--assume-devices '{}': 0 nodes", text), "assume 1 node or more");
+  const int count = std::stoi(match[2]);
   if (count < 1 || count > kMaxGpusPerInstance) {
     throw InvalidArgument(fmt::format("--assume-devices '{}': {} GPUs", text, count),
                           fmt::format("assume 1 to {} GPUs (one machine's)", kMaxGpusPerInstance));
   }
-  const std::string name = match[2];
+  const std::string name = match[3];
   const GpuSpec* gpu = nullptr;
   try {
     gpu = &catalog.gpu(name);
@@ -52,7 +56,8 @@ train::AssumedDevices assumed_devices(const Catalog& catalog, const std::string&
                                   text, gpu->name, gpu->compute_capability, gpu->arch),
                       "assume a GPU of compute capability 7.5 or newer");
   }
-  return {.count = count,
+  return {.nodes = nodes,
+          .count = count,
           .name = gpu->name,
           .memory_bytes = static_cast<uint64_t>(gpu->memory_gb * 1e9),
           .compute_capability = gpu->compute_capability,

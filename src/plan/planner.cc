@@ -115,8 +115,8 @@ std::optional<int64_t> largest_fitting_divisor(int64_t n, const std::function<bo
 }
 
 // Plan::needs: what the plan's layout needs of the image that its record says it lacks. Gradients
-// all-reduced between GPUs go through NCCL, within a process (mirrored) or across them (the engine's
-// multi_worker_mirrored all-reduces host memory through MPI: GPU replicas wait for NCCL too).
+// all-reduced between GPUs go through NCCL, within a process (mirrored) or across them
+// (multi_worker_mirrored on GPUs; MPI carries NCCL's id and the barriers).
 void mark_needs(Plan& plan, const PlanRequest& request) {
   if (!request.image) return;
   const ImageCapabilities& image = *request.image;

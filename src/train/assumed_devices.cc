@@ -7,7 +7,8 @@
 namespace nimbus::train {
 
 std::string AssumedDevices::to_string() const {
-  return fmt::format("{} x {} ({:.1f} GB each, compute capability {:.1f})", count, name,
+  return fmt::format("{}{} x {} ({:.1f} GB each, compute capability {:.1f})",
+                     nodes > 1 ? fmt::format("{} nodes x ", nodes) : std::string(), count, name,
                      static_cast<double>(memory_bytes) / 1e9, compute_capability);
 }
 

@@ -17,6 +17,7 @@
 #include "nimbus/device/host_memory.h"
 #include "nimbus/device/memory.h"
 #include "nimbus/device/runtime.h"
+#include "nimbus/distribute/multi_worker.h"
 #include "nimbus/distribute/strategy.h"
 #include "nimbus/nn/layers.h"
 #include "nimbus/ops/elementwise.h"
@@ -339,7 +340,36 @@ nn::Model model_from_train_config(const nlohmann::json& config) {
   return model;
 }
 
+std::string strategy_type_from_config(const nlohmann::json& config) {
+  const Json& section = config.at("runtime").value("strategy", Json());
+  return section.is_object() ? section.value("type", "one_device") : "one_device";
+}
+
 namespace {
+// The replicas runtime.strategy makes on assumed GPUs: mirrored one on each listed GPU (checked as
+// runtime.device is) or on every GPU of the node; multi_worker_mirrored one per process of the job
+// mpirun started (each process sees one GPU, as in nimbus k8s's MPIJob), or outside one a process per
+// GPU of every assumed node.
+int assumed_replicas(const Json& config, const AssumedDevices& assumed) {
+  const std::string type = strategy_type_from_config(config);
+  if (type == "multi_worker_mirrored") {
+    const int processes = distribute::launcher_world_size();
+    return processes > 0 ? processes : assumed.nodes * assumed.count;
+  }
+  if (assumed.nodes > 1) {
+    throw InvalidArgument(fmt::format("--assume-devices {}: {} nodes, and runtime.strategy.type is {}",
+                                      assumed.to_string(), assumed.nodes, type),
+                          "runtime.strategy.type: multi_worker_mirrored spans nodes; assume one node for " + type);
+  }
+  if (type != "mirrored") return 1;
+  const Json& devices = config.at("runtime").at("strategy").value("devices", Json());
+  if (!devices.is_array()) return assumed.count;
+  for (const Json& device : devices) {
+    (void)choose_device(device.get<std::string>(), "runtime.strategy.devices", assumed.probe());
+  }
+  return static_cast<int>(devices.size());
+}
+
 // runtime.strategy, or for a training device other than cpu:0 (a GPU, a logical CPU), one replica
 // there (OneDevice): the trainer places the model, the optimizer's state and the batches on it. A dry
 // run on assumed GPUs checks the same, then traces on the CPU (assumed_devices.h).
@@ -347,17 +377,15 @@ std::shared_ptr<distribute::Strategy> strategy_of(const Json& config, const Assu
   const Json& runtime = config.at("runtime");
   const DeviceChoice choice = training_device_of(config, assumed);
   const Json& section = runtime.value("strategy", Json());
-  const std::string type = section.is_object() ? section.value("type", "one_device") : "one_device";
-  if (assumed != nullptr && !choice.device.is_cpu() && type != "one_device") {
-    throw Unimplemented(fmt::format("{} with runtime.strategy.type {}: a dry run on assumed GPUs checks one device",
-                                    choice.reason, type),
-                        "run it where the GPUs are, or drop runtime.strategy for the dry run");
+  if (assumed != nullptr && !choice.device.is_cpu()) {
+    // The replicas' step is one GPU's, traced on the CPU at a replica's share of the batch.
+    (void)assumed_replicas(config, *assumed);
+    return distribute::OneDevice();
   }
-  // Replicas on GPUs all-reduce through NCCL; an assumed GPU's run is checked on the CPU.
-  auto strategy = distribute::strategy_from_config(section, runtime.at("threads").get<int>(), "config",
-                                                   assumed != nullptr ? Device::cpu() : choice.device);
+  // Replicas on GPUs all-reduce through NCCL.
+  auto strategy = distribute::strategy_from_config(section, runtime.at("threads").get<int>(), "config", choice.device);
   if (choice.device == Device::cpu() || strategy->name() != "one_device") return strategy;
-  return assumed != nullptr ? distribute::OneDevice() : distribute::OneDevice(choice.device);
+  return distribute::OneDevice(choice.device);
 }
 }  // namespace
 
@@ -367,6 +395,11 @@ Trainer compile_from_config(nn::Model model, const nlohmann::json& config, const
                                     .loss = loss_from_config(compile_section.at("loss")),
                                     .metrics = compile_section.at("metrics").get<std::vector<std::string>>(),
                                     .strategy = strategy_of(config, assumed)});
+}
+
+int replicas_in_sync(const nlohmann::json& config, const Trainer& trainer, const AssumedDevices* assumed) {
+  if (trains_on_assumed_device(config, assumed)) return assumed_replicas(config, *assumed);
+  return trainer.strategy() != nullptr ? trainer.strategy()->num_replicas_in_sync() : 1;
 }
 
 std::pair<Tensor, Tensor> load_idx_split(const nlohmann::json& split, const nn::Model& model,

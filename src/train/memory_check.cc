@@ -88,8 +88,15 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
   return std::nullopt;
 }
 
+// "the batch of 256", or with GPU replicas a replica's share of it.
+std::string batch_words(int64_t share, int64_t replicas) {
+  return replicas == 1 ? fmt::format("the batch of {}", share)
+                       : fmt::format("a replica's share of {} (the batch of {} over {} replicas)", share,
+                                     share * replicas, replicas);
+}
+
 [[noreturn]] void refuse(Trainer& trainer, const Tensor& x, const Tensor& y, const StepAnalysis& step,
-                         uint64_t available, const Capacity& capacity) {
+                         uint64_t available, const Capacity& capacity, int64_t replicas) {
   const int64_t batch = step.micro_batch * step.gradient_accumulation;
   const std::string message =
       fmt::format("{} ({}); the memory left is what {} leaves besides what the process holds there",
@@ -97,9 +104,10 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
   const std::optional<StepAnalysis> remedy =
       fewest_accumulation_that_fits(trainer, x, y, batch, step.gradient_accumulation, available);
   if (remedy) {
-    throw OutOfMemory(message, fmt::format("gradient_accumulation: {} keeps the batch of {} in {} (or "
+    throw OutOfMemory(message, fmt::format("gradient_accumulation: {} keeps {} in {} (or "
                                            "gradient_accumulation: auto; a larger runtime.memory.limit)",
-                                           remedy->gradient_accumulation, batch, format_bytes(remedy->memory.total())));
+                                           remedy->gradient_accumulation, batch_words(batch, replicas),
+                                           format_bytes(remedy->memory.total())));
   }
   // Accumulation splits the batch's activations, not the model's variables nor the batch itself.
   const graph::MemoryEstimate& m = step.memory;
@@ -108,11 +116,12 @@ std::optional<StepAnalysis> fewest_accumulation_that_fits(Trainer& trainer, cons
     throw OutOfMemory(message, fmt::format("the model's parameters, gradients and optimizer state alone need {}: {}",
                                            format_bytes(model_bytes), kModelTooLargeRemedy));
   }
-  throw OutOfMemory(message, fmt::format("no gradient_accumulation up to {} keeps the batch of {} within a {:.0f}% "
+  throw OutOfMemory(message, fmt::format("no gradient_accumulation up to {} keeps {} within a {:.0f}% "
                                          "margin: the step holds the whole batch on the device ({}); a smaller "
                                          "fit.batch_size (with gradient_accumulation: auto), or a larger "
                                          "runtime.memory.limit",
-                                         kMaxAccumulation, batch, 100 * kSafetyMargin, format_bytes(m.input_bytes)));
+                                         kMaxAccumulation, batch_words(batch, replicas), 100 * kSafetyMargin,
+                                         format_bytes(m.input_bytes)));
 }
 
 // fit.batch_size: auto: the largest power of two up to the training set's size that fits without
@@ -144,7 +153,7 @@ MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const 
     }
   } else {
     while (!fits(step, available, kSafetyMargin)) {
-      if (batch == 1) refuse(trainer, x, y, step, available, capacity);
+      if (batch == 1) refuse(trainer, x, y, step, available, capacity, 1);
       batch /= 2;
       step = analyze_train_step(trainer, x, y, batch);
     }
@@ -214,6 +223,9 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
                                        std::ostream& out, const AssumedDevices* assumed) {
   const Capacity capacity = capacity_for(trainer, config, assumed);
   const Json& fit = config.at("fit");
+  const int64_t replicas = replicas_in_sync(config, trainer, assumed);
+  // GPU replicas each hold their share of the batch in their own memory: one's step is measured.
+  const int64_t shares = trains_on_assumed_device(config, assumed) || !trainer.device().is_cpu() ? replicas : 1;
   const bool auto_batch = fit.at("batch_size") == "auto";
   const bool auto_accumulation = fit.at("gradient_accumulation") == "auto";
   MemoryDecision decision;
@@ -223,31 +235,38 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
                             "set fit.gradient_accumulation: 1 (or auto), or give fit.batch_size");
     }
     decision = largest_batch_that_fits(trainer, x, y, capacity);
+    if (shares > 1) decision.reason += fmt::format(", for each of {} replicas", shares);
+    decision.batch_size *= shares;
+    decision.replicas = shares;
   } else {
     const int64_t batch = std::min(fit.at("batch_size").get<int64_t>(), x.dim(0));
     const int64_t accumulation = auto_accumulation ? 1 : fit.at("gradient_accumulation").get<int64_t>();
     decision.batch_size = fit.at("batch_size").get<int64_t>();
     decision.gradient_accumulation = accumulation;
-    // A batch that the accumulation does not divide is fit's error to report.
-    if (batch < 1 || accumulation < 1 || batch % accumulation != 0) return decision;
-    StepAnalysis step = analyze_train_step(trainer, x, y, batch / accumulation, accumulation);
+    decision.replicas = shares;
+    check_batch_split(decision.batch_size, accumulation, replicas);  // as fit will
+    // A training set smaller than the batch makes one smaller batch: fit's to split or refuse.
+    if (batch % (accumulation * shares) != 0) return decision;
+    const int64_t share = batch / shares;
+    StepAnalysis step = analyze_train_step(trainer, x, y, share / accumulation, accumulation);
     const uint64_t available = capacity.available(step);
     decision.available_bytes = available;
     if (auto_accumulation && !fits(step, available, kSafetyMargin)) {
-      const std::optional<StepAnalysis> fitting = fewest_accumulation_that_fits(trainer, x, y, batch, 1, available);
-      if (!fitting) refuse(trainer, x, y, step, available, capacity);
+      const std::optional<StepAnalysis> fitting = fewest_accumulation_that_fits(trainer, x, y, share, 1, available);
+      if (!fitting) refuse(trainer, x, y, step, available, capacity, shares);
       decision.reason = fmt::format(
-          "fit.gradient_accumulation: auto chose {}: the batch of {} needs {} in one step, more than the {} left "
+          "fit.gradient_accumulation: auto chose {}: {} needs {} in one step, more than the {} left "
           "less a {:.0f}% margin; {} micro-batches of {} need {}",
-          fitting->gradient_accumulation, batch, format_bytes(step.memory.total()), format_bytes(available),
-          100 * kSafetyMargin, fitting->gradient_accumulation, fitting->micro_batch,
+          fitting->gradient_accumulation, batch_words(share, shares), format_bytes(step.memory.total()),
+          format_bytes(available), 100 * kSafetyMargin, fitting->gradient_accumulation, fitting->micro_batch,
           format_bytes(fitting->memory.total()));
       step = *fitting;
     } else if (auto_accumulation) {
-      decision.reason = fmt::format("fit.gradient_accumulation: auto chose 1: the batch of {} needs {} of the {} left",
-                                    batch, format_bytes(step.memory.total()), format_bytes(available));
+      decision.reason =
+          fmt::format("fit.gradient_accumulation: auto chose 1: {} needs {} of the {} left", batch_words(share, shares),
+                      format_bytes(step.memory.total()), format_bytes(available));
     } else if (step.memory.total() > available) {
-      refuse(trainer, x, y, step, available, capacity);
+      refuse(trainer, x, y, step, available, capacity, shares);
     }
     decision.gradient_accumulation = step.gradient_accumulation;
     decision.step = step;

@@ -159,11 +159,17 @@ CheckedRun check_run(const nlohmann::json& config, const RunOptions& options, Da
   // Made in place: a trainer moved after tracing traces again.
   auto trainer = std::make_unique<Trainer>(compile_from_config(model, config, assumed));
   const distribute::Strategy* strategy = trainer->strategy();
-  checked.push_back(fmt::format("strategy: {}, {} replica(s)", strategy ? strategy->name() : "one_device",
-                                strategy ? strategy->num_replicas_in_sync() : 1));
+  if (trains_on_assumed_device(config, assumed)) {  // the trainer traces one replica's step on the CPU
+    checked.push_back(fmt::format("strategy: {}, {} replica(s) on GPUs of --assume-devices",
+                                  strategy_type_from_config(config), replicas_in_sync(config, *trainer, assumed)));
+  } else {
+    checked.push_back(fmt::format("strategy: {}, {} replica(s)", strategy ? strategy->name() : "one_device",
+                                  strategy ? strategy->num_replicas_in_sync() : 1));
+  }
   MemoryDecision memory = check_memory_before_fit(*trainer, train_data.x, train_data.y, config, out, assumed);
-  checked.push_back(fmt::format("memory: batch {} as {} micro-batch(es) of {}: {}", memory.batch_size,
+  checked.push_back(fmt::format("memory: batch {} as {} micro-batch(es) of {}{}: {}", memory.batch_size,
                                 memory.gradient_accumulation, memory.micro_batch(),
+                                memory.replicas > 1 ? fmt::format(" on each of {} replicas", memory.replicas) : "",
                                 needs(memory.step, memory.available_bytes)));
   if (!memory.reason.empty()) checked.push_back("memory: " + memory.reason);
 

@@ -352,28 +352,6 @@ namespace {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// fit's batch_size and gradient_accumulation: each replica's micro-batch is
-// batch_size / (gradient_accumulation * replicas).
-void check_batching(const FitOptions& options, int64_t replicas) {
-  if (options.batch_size < 1) {
-    throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", options.batch_size));
-  }
-  const int64_t accumulation = options.gradient_accumulation;
-  if (accumulation < 1) {
-    throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
-  }
-  const int64_t parts = accumulation * replicas;
-  if (options.batch_size % parts != 0) {
-    const int64_t lower = options.batch_size / parts * parts;
-    const std::string divisor = replicas == 1
-                                    ? fmt::format("gradient_accumulation {}", accumulation)
-                                    : fmt::format("gradient_accumulation {} x {} replicas", accumulation, replicas);
-    throw InvalidArgument(fmt::format("fit: batch_size {} is not divisible by {}", options.batch_size, divisor),
-                          lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + parts)
-                                    : fmt::format("use batch_size {}", parts));
-  }
-}
-
 // A language model's labels are token ids, more than one per sample ((N, T) for (N, T, V) logits):
 // how many per sample; 0 for other labels (class ids (N) or (N, 1), floats).
 int64_t label_tokens_per_sample(const Tensor& labels) {
@@ -431,7 +409,8 @@ void TrainingPosition::finish_epoch(int epoch, double elapsed) {
 
 History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
   const int64_t accumulation = options.gradient_accumulation;
-  check_batching(options, options_.strategy ? options_.strategy->num_replicas_in_sync() : 1);
+  check_batch_split(options.batch_size, options.gradient_accumulation,
+                    options_.strategy ? options_.strategy->num_replicas_in_sync() : 1);
   // Replicas take replica 0's variables (a restored checkpoint's, say) before this fit's first step.
   if (replicas_) replicas_->synced = false;
   if (options.validation_data) check_data(options.validation_data->first, options.validation_data->second, "fit");
@@ -604,6 +583,24 @@ Tensor Trainer::predict(const Tensor& x, const EvaluateOptions& options) {
         on(step_function({on(rows(x, begin, std::min(end, begin + micro_batch)), device())})[0], Device::cpu()));
   }
   return pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
+}
+
+void check_batch_split(int64_t batch_size, int64_t gradient_accumulation, int64_t replicas) {
+  if (batch_size < 1) throw InvalidArgument(fmt::format("fit: batch_size must be >= 1, got {}", batch_size));
+  const int64_t accumulation = gradient_accumulation;
+  if (accumulation < 1) {
+    throw InvalidArgument(fmt::format("fit: gradient_accumulation must be >= 1, got {}", accumulation));
+  }
+  const int64_t parts = accumulation * replicas;
+  if (batch_size % parts != 0) {
+    const int64_t lower = batch_size / parts * parts;
+    const std::string divisor = replicas == 1
+                                    ? fmt::format("gradient_accumulation {}", accumulation)
+                                    : fmt::format("gradient_accumulation {} x {} replicas", accumulation, replicas);
+    throw InvalidArgument(fmt::format("fit: batch_size {} is not divisible by {}", batch_size, divisor),
+                          lower > 0 ? fmt::format("use batch_size {} or {}", lower, lower + parts)
+                                    : fmt::format("use batch_size {}", parts));
+  }
 }
 
 }  // namespace nimbus::train

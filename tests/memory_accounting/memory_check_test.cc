@@ -2,8 +2,9 @@
 // in configs, a fixed batch that does not fit refused with a remedy,
 // fit.gradient_accumulation: auto and fit.batch_size: auto under a small
 // runtime.memory.limit, out of memory during a run (a checkpoint is written),
-// and trimming between epochs. The limits are set from the estimates so the
-// tests run on any machine's CPU.
+// and trimming between epochs; replicas on (assumed) GPUs each checked at their
+// share of the batch. The limits are set from the estimates so the tests run on
+// any machine's CPU.
 #include "nimbus/train/memory_check.h"
 
 #include <fmt/format.h>
@@ -27,7 +28,9 @@
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/elementwise.h"
 #include "nimbus/ops/reduction.h"
+#include "nimbus/train/assumed_devices.h"
 #include "nimbus/train/config.h"
+#include "nimbus/train/run_checks.h"
 
 namespace nimbus::testing {
 namespace {
@@ -291,6 +294,53 @@ TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {
   const uint64_t trimmed = in_use_after_fit(config({"fit.batch_size=256", "runtime.memory.trim_between_epochs=true"}));
   const uint64_t arena = train::analyze_train_step(base, 256).memory.activation_bytes;
   EXPECT_GE(kept, trimmed + arena) << "kept " << kept << ", trimmed " << trimmed;
+}
+
+// The check a run makes, on a dry run's assumed GPUs: replicas of mirrored (and multi_worker_mirrored)
+// each take a quarter of the batch, measured as one GPU's step at that micro-batch, on a GPU too small
+// for the whole batch.
+TEST_F(MemoryCheck, ReplicasOnAssumedGpusAreEachCheckedAtTheirShareOfTheBatch) {
+  auto on_gpus = [this](int64_t batch, const std::string& strategy) {
+    return config(
+        {fmt::format("fit.batch_size={}", batch), "runtime.device=cuda", "runtime.strategy.type=" + strategy});
+  };
+  // The estimates on the CPU choose the assumed GPU's memory: too small for the batch, room for a quarter.
+  const uint64_t quarter = train::analyze_train_step(config({}), kSamples / 4).memory.total();
+  const uint64_t whole = train::analyze_train_step(config({}), kSamples).memory.total();
+  ASSERT_LT(double(quarter) / (1 - train::kSafetyMargin), double(whole));
+  train::AssumedDevices gpus{
+      .count = 4,
+      .name = "Test-GPU",
+      .memory_bytes = static_cast<uint64_t>((double(quarter) / (1 - train::kSafetyMargin) + double(whole)) / 2),
+      .compute_capability = 8.0,
+      .bfloat16 = true};
+  const train::RunOptions options{.assume_devices = &gpus};
+  EXPECT_THROW(train::dry_run(on_gpus(kSamples, "one_device"), options), OutOfMemory);  // one GPU: the whole batch
+  // What one GPU's check measures at a quarter of the batch is what each of 4 replicas' is.
+  const nlohmann::json share = train::dry_run(on_gpus(kSamples / 4, "one_device"), options).at("memory");
+
+  for (const std::string strategy : {"mirrored", "multi_worker_mirrored"}) {
+    if (strategy == "multi_worker_mirrored")
+      gpus = {.nodes = 2, .count = 2, .name = gpus.name, .memory_bytes = gpus.memory_bytes};
+    const nlohmann::json report = train::dry_run(on_gpus(kSamples, strategy), options);
+    EXPECT_EQ(report.at("micro_batch"), kSamples / 4) << strategy;
+    EXPECT_EQ(report.at("memory"), share) << strategy;
+    EXPECT_NE(report.at("checked").dump().find(strategy + ", 4 replica(s) on GPUs of --assume-devices"),
+              std::string::npos)
+        << report.dump();
+  }
+  gpus = {.count = 3, .name = gpus.name, .memory_bytes = gpus.memory_bytes};
+  try {
+    (void)train::dry_run(
+        config({fmt::format("fit.batch_size={}", kSamples), "runtime.device=cuda", "runtime.strategy.type=mirrored"}),
+        options);
+    FAIL() << "a batch that 3 replicas do not split evenly was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(e.message().find(
+                  fmt::format("batch_size {} is not divisible by gradient_accumulation 1 x 3 replicas", kSamples)),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 """Every plan `nimbus plan` prints runs: its command passes `nimbus train --dry-run --assume-devices` on
-its own hardware (issue 24), unless it is marked as needing what the image lacks (deploy/image.yaml);
-and a plan needing more memory than the assumed GPU has fails it. Also: what a dry run checks, that it
+its own hardware (issue 24), multi-GPU and multi-node plans included (the image has NCCL and MPI,
+deploy/image.yaml); and a plan needing more memory than the assumed GPU has fails it. Also: what a dry run checks, that it
 writes nothing, and how --assume-devices and --image-capabilities are read."""
 
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,36 +26,38 @@ def plans(config, *flags):
 
 
 def hardware(plan):
-    """The --assume-devices text of one node of the plan."""
-    return f"{plan['device_count'] // plan['nodes']}x{plan['device']}"
+    """The --assume-devices text of the plan: GPUs of one node, NODESxGPUSxNAME on several."""
+    per_node = f"{plan['device_count'] // plan['nodes']}x{plan['device']}"
+    return f"{plan['nodes']}x{per_node}" if plan["nodes"] > 1 else per_node
 
 
 def dry_run(plan):
     command = plan["command"]
     assert command[:2] == ["nimbus", "train"]
     flags = ["--dry-run"] + (["--assume-devices", hardware(plan)] if plan["device"] != "cpu" else [])
-    return run_nimbus(*command[1:], *flags, cwd=ROOT, timeout=300)
+    with tempfile.TemporaryDirectory() as scratch:
+        if plan["nodes"] > 1:  # multi_worker_mirrored's shared run directory, as nimbus k8s gives it
+            flags += ["--run-dir", f"{scratch}/run"]
+        return run_nimbus(*command[1:], *flags, cwd=ROOT, timeout=300)
 
 
 def check_every_plan(config, *flags):
-    """Runs each distinct (command, hardware) of the plans once; returns how many ran."""
+    """Runs each distinct (command, hardware) of the plans once; returns how many ran and how many of
+    those replicate over several GPUs."""
     printed = plans(config, *flags)
     assert printed, "no plans"
-    seen = set()
-    needing = [p for p in printed if p["needs"]]
-    # Plans that need what the image lacks come last, with the reason.
-    assert printed[len(printed) - len(needing):] == needing
-    for plan in needing:
-        assert plan["needs"] == ["nccl"] and plan["device_count"] > 1 and "NCCL" in plan["needs_reason"]
+    assert not any(p["needs"] for p in printed), "the image has what every plan needs"
+    seen, replicated = set(), 0
     for plan in printed:
-        if plan["needs"]:
-            continue
         key = (tuple(plan["command"]), hardware(plan))
         if key in seen:
             continue
         seen.add(key)
-        assert_succeeded(dry_run(plan), "ok: a run would start")
-    return len(seen)
+        several = plan["device"] != "cpu" and plan["device_count"] > 1
+        replicated += several
+        expected = [f"{plan['device_count']} replica(s) on GPUs"] if several else []
+        assert_succeeded(dry_run(plan), "ok: a run would start", *expected)
+    return len(seen), replicated
 
 
 @pytest.fixture
@@ -67,23 +70,55 @@ def tiny(tmp_path):
 
 def test_every_plan_of_the_mlp_on_two_gpus_and_cpus_passes_its_dry_run():
     # The fast subset of test_dry_run_all_plans.py (every example over every catalog GPU).
-    assert check_every_plan(EXAMPLES / "fashion_mnist_mlp.yaml", "--gpus", "A10G,A100-40GB,cpu") >= 3
+    ran, replicated = check_every_plan(EXAMPLES / "fashion_mnist_mlp.yaml", "--gpus", "A10G,A100-40GB,cpu")
+    assert ran >= 3 and replicated >= 1
 
 
 def test_a_plan_needing_more_memory_than_the_assumed_gpu_has_fails_its_dry_run():
     # The whole training set (60000) in one micro-batch on an 80 GB A100 needs about 17 GiB: more than a T4's 16 GB.
     [plan] = [p for p in plans(EXAMPLES / "fashion_mnist_cnn.yaml", "--gpus", "A100-PCIe-80GB", "--batch", "60000",
-                               "--precision", "float32") if not p["needs"]]
+                               "--precision", "float32") if p["device_count"] == 1]
     assert plan["micro_batch"] == 60000 and plan["memory_bytes"] > 16e9
     assert_succeeded(dry_run(plan))
     outcome = run_nimbus(*plan["command"][1:], "--dry-run", "--assume-devices", "1xT4", cwd=ROOT, timeout=300)
     assert_refused(outcome, "out of memory", "one T4 of --assume-devices", "gradient_accumulation")
+    # Replicas each hold their share of the batch: on 4 T4s a quarter each fits, on 3 the batch does not
+    # split evenly, as fit would refuse it.
+    for hardware_text, strategy in (("4xT4", "mirrored"), ("2x2xT4", "multi_worker_mirrored")):
+        with tempfile.TemporaryDirectory() as scratch:
+            outcome = run_nimbus(*plan["command"][1:], "--set", f"runtime.strategy.type={strategy}", "--dry-run",
+                                 "--assume-devices", hardware_text, "--run-dir", f"{scratch}/run", cwd=ROOT,
+                                 timeout=300)
+        assert_succeeded(outcome, f"strategy: {strategy}, 4 replica(s) on GPUs of --assume-devices",
+                         "memory: batch 60000 as 1 micro-batch(es) of 15000 on each of 4 replicas")
+    outcome = run_nimbus(*plan["command"][1:], "--set", "runtime.strategy.type=mirrored", "--set",
+                         "fit.batch_size=60001", "--dry-run", "--assume-devices", "3xT4", cwd=ROOT, timeout=300)
+    assert_refused(outcome, "fit: batch_size 60001 is not divisible by gradient_accumulation 1 x 3 replicas",
+                   "use batch_size 60000 or 60003")
+    # A replica's share that does not fit is refused as a whole batch on one GPU is, naming the share:
+    # under a 6 GiB limit a half (about 8.5 GiB) does not fit, a quarter does.
+    limited = (*plan["command"][1:], "--set", "runtime.strategy.type=mirrored", "--set", "runtime.memory.limit=6GiB",
+               "--dry-run")
+    outcome = run_nimbus(*limited, "--set", "runtime.strategy.devices=[cuda:0, cuda:1]", "--assume-devices", "2xT4",
+                         cwd=ROOT, timeout=300)
+    assert_refused(outcome, "out of memory", "one T4 of --assume-devices",
+                   "a replica's share of 30000 (the batch of 60000 over 2 replicas)")
+    assert_succeeded(run_nimbus(*limited, "--assume-devices", "4xT4", cwd=ROOT, timeout=300), "on each of 4 replicas")
+    assert_refused(run_nimbus(*limited, "--set", "runtime.strategy.devices=[cuda:0, cuda:4]", "--assume-devices",
+                              "4xT4", cwd=ROOT, timeout=300), "runtime.strategy.devices", "cuda:4")
 
 
-def test_the_table_shows_each_plans_command_and_what_it_needs():
+def test_the_table_shows_each_plans_command_and_what_it_needs(tmp_path):
     outcome = run_nimbus("plan", EXAMPLES / "fashion_mnist_mlp.yaml", "--gpus", "A100-40GB", "--top", "1000",
                          cwd=ROOT)
-    assert_succeeded(outcome, "nimbus train ", "--device cuda", "needs: nccl (8 GPUs all-reduce", "1 x A100-40GB")
+    assert_succeeded(outcome, "nimbus train ", "--device cuda", "8 x A100-40GB", "runtime.strategy.type=mirrored")
+    assert "needs:" not in outcome.stdout
+    # An image without NCCL: the multi-GPU plans are marked, after every runnable one.
+    image = tmp_path / "image.yaml"
+    image.write_text("cuda: true\ncuda_architectures: [80, 86, 89, 90]\ncudnn: true\nnccl: false\nmpi: true\n")
+    outcome = run_nimbus("plan", EXAMPLES / "fashion_mnist_mlp.yaml", "--gpus", "A100-40GB", "--top", "1000",
+                         "--image-capabilities", image, cwd=ROOT)
+    assert_succeeded(outcome, "needs: nccl (8 GPUs all-reduce", "1 x A100-40GB")
     lines = outcome.stdout.splitlines()
     first_needing = next(i for i, line in enumerate(lines) if "needs: nccl" in line)
     assert not any(" 1 x A100-40GB" in line for line in lines[first_needing:]), "a runnable plan after one needing NCCL"

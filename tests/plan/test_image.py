@@ -56,7 +56,8 @@ def installed_by(stage):
             for command in re.split(r"&&|;", run):
                 words = command.split()
                 if "install" in words and "apt-get" in words:
-                    packages.update(w for w in words[words.index("install") + 1:] if not w.startswith("-"))
+                    packages.update(w.split("=")[0] for w in words[words.index("install") + 1:]
+                                    if not w.startswith("-"))
                 if words and words[0].endswith("install-deps"):
                     packages.update(w for w in words[1:] if not w.startswith("-"))
         stage = base

@@ -147,7 +147,8 @@ def test_an_mpijob_without_a_storage_class_is_refused():
     assert "ReadWriteMany" in done.stderr and "--storage-class" in done.stderr, done.stderr
 
 
-# Stand-ins on PATH. mpirun: runs its program as ranks 0 and 1 of one pod (Open MPI's environment).
+# Stand-ins on PATH. mpirun: runs its program as ranks 0 and 1 of one pod of the job of -np processes
+# (Open MPI's environment).
 # nimbus: records its arguments and CUDA_VISIBLE_DEVICES (STAND_IN_LOG), or runs the real nimbus with
 # STAND_IN_FLAGS added.
 MPIRUN = f"""#!{sys.executable}
@@ -155,8 +156,10 @@ import os, subprocess, sys
 arguments, at = sys.argv[1:], 0
 while arguments[at].startswith("-"):
     at += 2 if arguments[at] in ("-np", "-x", "-bind-to") else 1
+size = arguments[arguments.index("-np") + 1]
 for rank in (0, 1):
-    environment = dict(os.environ, OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_RANK=str(rank))
+    environment = dict(os.environ, OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_RANK=str(rank),
+                       OMPI_COMM_WORLD_SIZE=size)
     if subprocess.call(arguments[at:], env=environment) != 0:
         sys.exit(1)
 """
@@ -265,10 +268,27 @@ def test_each_manifests_command_passes_the_trainers_dry_run(nodes, tmp_path):
     per_process = 1 if nodes > 1 else plan["device_count"]
     flags = f"--dry-run --assume-devices {per_process}x{plan['device']}"
     done = run_container_command(documents, tmp_path, {"STAND_IN_FLAGS": flags})
-    if plan["needs"]:
-        # A plan needing what the image lacks (NCCL, for GPUs across processes) is exempt until the image
-        # has it, and the trainer refuses it, naming the strategy: then this case asks for the dry run to pass.
-        assert plan["needs"] == ["nccl"] and done.returncode != 0, done.stdout + done.stderr
-        assert "multi_worker_mirrored" in done.stderr, done.stderr
-        return
+    assert not plan["needs"], "the image has NCCL and MPI"
     assert done.returncode == 0, done.stdout + done.stderr
+    if plan["device_count"] > 1:  # each process checks its replica's share of the global batch
+        assert f"{plan['device_count']} replica(s) on GPUs of --assume-devices" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("nccl", [True, False])
+def test_k8s_warns_only_of_what_the_image_lacks(nccl, tmp_path):
+    """The shipped image has NCCL: a plan on several nodes' GPUs is written without a warning; for an
+    image without it, the same plan is marked and nimbus k8s warns that its pods would stop."""
+    image = tmp_path / "image.yaml"
+    image.write_text(f"cuda: true\ncuda_architectures: [80, 86, 89, 90]\ncudnn: true\nnccl: {str(nccl).lower()}\n"
+                     "mpi: true\n")
+    arguments = [*PLAN_ARGUMENTS, "--image-capabilities", image]
+    plans = json.loads(nimbus("plan", *arguments, "--json"))["plans"]
+    number, plan = next((i, p) for i, p in enumerate(plans, 1) if p["nodes"] > 1 and p["device"] != "cpu")
+    assert plan["needs"] == ([] if nccl else ["nccl"])
+    done = subprocess.run([NIMBUS, "k8s", *map(str, arguments), "--plan", str(number), "--name", "fmnist",
+                           "--storage-class", "standard-rwx"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if nccl:
+        assert "warning" not in done.stderr, done.stderr
+    else:
+        assert f"warning: plan {number} needs nccl" in done.stderr, done.stderr

@@ -1,4 +1,4 @@
-// nimbus train --dry-run [--assume-devices COUNTxGPU]: the run's checks (train/run_checks.h), on this
+// nimbus train --dry-run [--assume-devices [NODESx]COUNTxGPU]: the run's checks (train/run_checks.h), on this
 // machine or on the catalog GPUs named, and a short report of what was checked.
 #pragma once
 

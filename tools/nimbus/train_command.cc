@@ -53,7 +53,7 @@ Command add_train_command(CLI::App& app, const int& threads) {
                   "writing nothing, and say what was checked (docs/planning.md)");
   train->add_option("--assume-devices", arguments->assume_devices,
                     "with --dry-run: check for COUNTxGPU of the planner's catalog instead of this machine's devices, "
-                    "e.g. 4xA100-80GB");
+                    "e.g. 4xA100-80GB; NODESxCOUNTxGPU for several nodes (multi_worker_mirrored), e.g. 2x8xH100");
   auto monitoring = std::make_shared<monitor::RunMonitorOptions>();
   auto* metrics_port = train->add_option("--metrics-port", monitoring->metrics_port,
                                          "serve Prometheus metrics on this port at /metrics (off unless given)");

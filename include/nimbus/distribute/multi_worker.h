@@ -30,5 +30,8 @@ bool built_with_mpi();
 // This process's rank in the job mpirun started (OMPI_COMM_WORLD_RANK, PMI_RANK), 0 outside one;
 // read from the environment, so it is known before MPI starts (for the metrics port: port + rank).
 int launcher_rank();
+// The number of processes of that job (OMPI_COMM_WORLD_SIZE, PMI_SIZE), 0 outside one: the replicas
+// multi_worker_mirrored makes, known before MPI starts (a dry run's, which starts none).
+int launcher_world_size();
 
 }  // namespace nimbus::distribute

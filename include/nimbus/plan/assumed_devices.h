@@ -1,6 +1,7 @@
 // `--assume-devices COUNTxGPU` (nimbus train --dry-run): the GPUs a dry run checks a config against, read
 // from the planner's catalog (catalog.h) by name, e.g. "4xA100-80GB", "1×H100" (x or ×; names as
-// Catalog::gpu takes them).
+// Catalog::gpu takes them); NODESxCOUNTxGPU ("2x8xH100") for several nodes of COUNT each, as a plan on
+// several nodes runs (multi_worker_mirrored, one process per GPU).
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace nimbus::plan {
 
-// InvalidArgument for text that is not COUNTxGPU or a count outside 1 to kMaxGpusPerInstance; NotFound
+// InvalidArgument for text that is not [NODESx]COUNTxGPU or a count outside 1 to kMaxGpusPerInstance; NotFound
 // for an unknown GPU, naming it and the catalog's close names; Unavailable for a GPU that Nimbus's CUDA
 // build does not target (GpuSpec::supported).
 train::AssumedDevices assumed_devices(const Catalog& catalog, const std::string& text);

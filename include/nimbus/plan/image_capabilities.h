@@ -5,7 +5,7 @@
 //   cuda: true                 # the CUDA backend is built
 //   cuda_architectures: [80, 86, 89, 90]
 //   cudnn: true
-//   nccl: false                # the image installs no libnccl2 (the build loads NCCL at run time)
+//   nccl: true                 # libnccl2, which the build loads at run time: replicas on several GPUs
 //   mpi: true                  # multi_worker_mirrored across processes
 //
 // The planner proposes only GPUs whose compute capability (8.6 as 86) is among cuda_architectures, and

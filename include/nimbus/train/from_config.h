@@ -41,6 +41,11 @@ nn::Model model_from_train_config(const nlohmann::json& config);
 // With `assumed` (and runtime.device a GPU) the strategy is checked as for that GPU and the trainer
 // made on the CPU, which traces the step the GPU would run.
 Trainer compile_from_config(nn::Model model, const nlohmann::json& config, const AssumedDevices* assumed = nullptr);
+// runtime.strategy.type, one_device where none is given.
+std::string strategy_type_from_config(const nlohmann::json& config);
+// The replicas in sync that split fit's global batch: the trainer's strategy's, or on a dry run's
+// assumed GPUs those runtime.strategy makes there (assumed_devices.h).
+int replicas_in_sync(const nlohmann::json& config, const Trainer& trainer, const AssumedDevices* assumed);
 // (images scaled and shaped for the model's input, labels) of a data.train / data.validation
 // section ({images, labels, scale}: IDX files; scale defaults to 1/255), in host pipeline memory
 // (device/host_memory.h): the data set does not count against runtime.memory.limit.

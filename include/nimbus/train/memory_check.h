@@ -41,13 +41,14 @@ StepAnalysis analyze_train_step(Trainer& trainer, const Tensor& x, const Tensor&
 
 // What the pre-run check decided.
 struct MemoryDecision {
-  int64_t batch_size = 0;
+  int64_t batch_size = 0;  // the global batch
   int64_t gradient_accumulation = 1;
-  StepAnalysis step;             // at the chosen micro-batch
+  int64_t replicas = 1;          // GPU replicas in sync, each a micro-batch of its share (1 on CPU devices)
+  StepAnalysis step;             // at the chosen micro-batch (one replica's)
   uint64_t available_bytes = 0;  // the memory left for the step
   std::string reason;            // one line: what was chosen and why
 
-  int64_t micro_batch() const { return batch_size / gradient_accumulation; }
+  int64_t micro_batch() const { return batch_size / (gradient_accumulation * replicas); }
   // {estimate fields in bytes, total_bytes, available_bytes}: the run summary's "memory".
   nlohmann::json to_json() const;
 };
@@ -56,7 +57,9 @@ struct MemoryDecision {
 // prints the choice to `out` when fit.verbose > 0, and throws OutOfMemory, with the numbers and a
 // remedy, when a fixed batch does not fit. x and y may be symbolic (a dry run's): only their shapes
 // are read. With `assumed` (a dry run for other hardware) the step is measured against one assumed
-// GPU's memory instead of the trainer's device.
+// GPU's memory instead of the trainer's device. Replicas on GPUs (runtime.strategy's, or assumed) are
+// each measured at their share of the global batch, which must split evenly as fit requires
+// (check_batch_split); replicas on CPU devices share the host's memory, measured at the whole batch.
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
                                        std::ostream& out, const AssumedDevices* assumed = nullptr);
 

@@ -314,6 +314,11 @@ class Trainer {
   std::unique_ptr<Replicas> replicas_;
 };
 
+// fit's split of the global batch: batch_size / (gradient_accumulation x replicas) samples per
+// replica's micro-batch. Throws InvalidArgument, with the nearest batch sizes that split evenly, when
+// it does not divide (fit checks it; so does the memory check before a run, dry or not).
+void check_batch_split(int64_t batch_size, int64_t gradient_accumulation, int64_t replicas);
+
 inline Trainer compile(nn::Model model, CompileOptions options) {
   return Trainer(std::move(model), std::move(options));
 }
