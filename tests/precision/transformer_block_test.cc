@@ -35,7 +35,7 @@ std::string dtypes_of_inputs(const graph::Graph& g, const graph::Node& node) {
   return text;
 }
 
-TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndF32SoftmaxAndLayerNorm) {
+TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndAttentionAndF32LayerNorm) {
   std::unique_ptr<testing::Model> model = testing::make_transformer_block(kSmall, "mixed_bfloat16");
   testing::Model* m = model.get();
   const Function step = function([m](const std::vector<Tensor>& in) { return m->step(in); },
@@ -43,7 +43,7 @@ TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndF32SoftmaxAnd
   const TracedGraph& traced = step.traced_for(step_inputs());
   const graph::Graph& g = traced.traced;
 
-  int variables = 0, matmuls = 0, softmaxes = 0, layer_norms = 0, gelus = 0;
+  int variables = 0, matmuls = 0, attentions = 0, layer_norms = 0, gelus = 0;
   for (const graph::Node& node : g.nodes()) {
     if (node.kind == graph::NodeKind::kCapture && node.trainable) {
       ++variables;
@@ -59,12 +59,21 @@ TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndF32SoftmaxAnd
       }
       EXPECT_EQ(out, DType::kBF16);
     }
-    if (op == "softmax" || op.rfind("layer_norm", 0) == 0) {
-      ++(op == "softmax" ? softmaxes : layer_norms);
+    if (op.rfind("layer_norm", 0) == 0) {
+      ++layer_norms;
       for (const graph::ValueRef& input : node.inputs) {
         EXPECT_EQ(g.spec(input).dtype, DType::kF32) << op << " inputs: " << dtypes_of_inputs(g, node);
       }
       EXPECT_EQ(out, DType::kF32) << op;
+    }
+    if (op.rfind("scaled_dot_product_attention", 0) == 0) {
+      // The fused attention reads the bf16 projections and keeps its softmax (the logsumexp) in f32.
+      ++attentions;
+      const size_t q = op == "scaled_dot_product_attention" ? 0 : 1;  // the backward's inputs start with grad_out
+      for (size_t i = q; i < q + 3; ++i) {
+        EXPECT_EQ(g.spec(node.inputs[i]).dtype, DType::kBF16) << op << ": " << dtypes_of_inputs(g, node);
+      }
+      if (op == "scaled_dot_product_attention") EXPECT_EQ(node.outputs[1].dtype, DType::kF32) << "the logsumexp";
     }
     if (op == "gelu") {
       ++gelus;
@@ -76,10 +85,10 @@ TEST(MixedTransformerBlock, TracedStepHasF32VariablesBf16MatmulsAndF32SoftmaxAnd
   }
   // Attention: 4 kernels and 4 biases; two layer norms' gamma and beta; two dense kernels and biases.
   EXPECT_EQ(variables, 16);
-  // Forward: q, k, v, scores, weighted values, output projection and the two dense layers; backward: both
-  // operands' gradients of each (every operand depends on a variable).
-  EXPECT_EQ(matmuls, 8 + 2 * 8);
-  EXPECT_EQ(softmaxes, 1);    // its gradient is elementwise ops and a sum
+  // Forward: q, k, v, output projection and the two dense layers; backward: both operands' gradients of
+  // each (every operand depends on a variable). Scores and weighted values are inside the fused attention.
+  EXPECT_EQ(matmuls, 6 + 2 * 6);
+  EXPECT_EQ(attentions, 2);   // forward and backward
   EXPECT_EQ(layer_norms, 4);  // two forward, two backward
   EXPECT_EQ(gelus, 1);
   EXPECT_EQ(g.spec(g.outputs()[0]).dtype, DType::kF32) << "the loss";
