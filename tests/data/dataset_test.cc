@@ -375,7 +375,8 @@ TEST(DatasetTransforms, BatchRestartsAfterAnElementOfAnotherShape) {
     it.next();
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("i64 [2] with i64 [1] (element 1 of the batch)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("i64 [2] with i64 [1] (element 1 of the batch)"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(it.next()->at(0).to_vector<int64_t>(), (std::vector<int64_t>{4, 5}));
   EXPECT_FALSE(it.next().has_value());
