@@ -34,6 +34,64 @@ std::vector<TensorSpec> infer_per_example(const InferContext& ctx) {
       {Shape(std::span<const int64_t>(logits.begin(), static_cast<size_t>(logits.rank() - 1))), ctx.inputs[0].dtype}};
 }
 
+// Labels outside [0, classes) name the example and the remedy (the kernels check before computing).
+void check_label(int64_t label, int64_t example, int64_t classes) {
+  if (label < 0 || label >= classes) {
+    throw InvalidArgument(fmt::format("sparse_softmax_cross_entropy: label {} of example {} is outside "
+                                      "[0, {}) for logits with {} classes",
+                                      label, example, classes, classes),
+                          "labels are class ids from 0 to num_classes - 1");
+  }
+}
+
+const OpSchema& kSparseBackward = define_op({
+    .name = "sparse_softmax_cross_entropy_backward",
+    .summary = "(softmax(logits) - one_hot(labels)) * grad_loss: the gradient of sparse_softmax_cross_entropy",
+    .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFloat32,
+    .num_inputs = 3,
+    .infer =
+        [](const InferContext& ctx) {
+          ctx.expect_floating(0);
+          ctx.expect_dtype(1, {DType::kI32, DType::kI64, DType::kU8});
+          ctx.expect_same_dtype(0, 2);
+          const std::vector<TensorSpec> per_example = infer_per_example(ctx);
+          for (size_t i = 1; i <= 2; ++i) {
+            if (ctx.inputs[i].shape != per_example[0].shape) {
+              ctx.fail(fmt::format("input {} has shape {}; logits {} need {}", i, ctx.inputs[i].shape.to_string(),
+                                   ctx.inputs[0].shape.to_string(), per_example[0].shape.to_string()));
+            }
+          }
+          return std::vector<TensorSpec>{ctx.inputs[0]};
+        },
+    .differentiable = false,
+});
+
+const bool kSparseBackwardReference = register_kernel(
+    "sparse_softmax_cross_entropy_backward",
+    {.name = kReferenceKernel, .dtypes = internal::dtype_list(internal::kFloatingDTypes), .fn = [](KernelContext& ctx) {
+       const Tensor& logits = ctx.inputs[0];
+       const int64_t classes = logits.dim(-1);
+       const int64_t rows = ctx.inputs[2].numel();
+       visit_dtype(logits.dtype(), [&]<typename T>() {
+         visit_dtype(ctx.inputs[1].dtype(), [&]<typename L>() {
+           const T* pl = static_cast<const T*>(logits.raw_data());
+           const L* plabel = static_cast<const L*>(ctx.inputs[1].raw_data());
+           const T* pg = static_cast<const T*>(ctx.inputs[2].raw_data());
+           T* po = static_cast<T*>(ctx.outputs[0].raw_data());
+           for (int64_t r = 0; r < rows; ++r) {
+             const int64_t label = static_cast<int64_t>(to_double(plabel[r]));
+             check_label(label, r, classes);
+             const T* row = pl + r * classes;
+             const double lse = row_logsumexp(row, classes), g = to_double(pg[r]);
+             for (int64_t c = 0; c < classes; ++c) {
+               po[r * classes + c] = from_double<T>((std::exp(to_double(row[c]) - lse) - (c == label)) * g);
+             }
+           }
+         });
+       });
+     }});
+
 const OpSchema& kSparse = define_op({
     .name = "sparse_softmax_cross_entropy",
     .summary = "-log softmax(logits)[label] per example; labels are class ids",
@@ -53,8 +111,13 @@ const OpSchema& kSparse = define_op({
         },
     .gradient =
         [](const GradContext& ctx) {
-          // d loss / d logits = (softmax(logits) - one_hot(label)) * g
+          // d loss / d logits = (softmax(logits) - one_hot(label)) * g: one pass over the logits on the
+          // CPU; composed of ops elsewhere (no other backend has the fused kernel).
           const Tensor& logits = ctx.inputs[0];
+          if (logits.device().type == DeviceType::kCPU) {
+            return std::vector<Tensor>{call_op1(kSparseBackward, {logits, ctx.inputs[1], ctx.grad_output(0)}),
+                                       Tensor()};
+          }
           const Tensor target = one_hot(ctx.inputs[1], logits.dim(-1), logits.dtype());
           const Tensor g = expand_dims(ctx.grad_output(0), -1);
           return std::vector<Tensor>{mul(sub(softmax(logits, -1), target), g), Tensor()};
@@ -75,12 +138,7 @@ const bool kSparseReference = register_kernel(
            T* po = static_cast<T*>(ctx.outputs[0].raw_data());
            for (int64_t r = 0; r < rows; ++r) {
              const int64_t label = static_cast<int64_t>(to_double(plabel[r]));
-             if (label < 0 || label >= classes) {
-               throw InvalidArgument(fmt::format("sparse_softmax_cross_entropy: label {} of example {} is outside "
-                                                 "[0, {}) for logits with {} classes",
-                                                 label, r, classes, classes),
-                                     "labels are class ids from 0 to num_classes - 1");
-             }
+             check_label(label, r, classes);
              const T* row = pl + r * classes;
              po[r] = from_double<T>(row_logsumexp(row, classes) - to_double(row[label]));
            }

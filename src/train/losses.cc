@@ -58,7 +58,7 @@ Loss SparseCategoricalCrossentropy(const CrossentropyOptions& options) {
   return Loss("sparse_categorical_crossentropy", [options](const Tensor& y_true, const Tensor& y_pred) {
     const Tensor ids = class_ids(y_true, y_pred, "sparse_categorical_crossentropy");
     const double s = options.label_smoothing;
-    if (options.from_logits && y_pred.rank() == 2) {
+    if (options.from_logits && y_pred.rank() >= 2) {
       Tensor hard = sparse_softmax_cross_entropy(y_pred, ids);
       if (s == 0) return hard;
       // (1 - s) CE(label) + s / C * sum_c -log p_c

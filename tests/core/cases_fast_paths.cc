@@ -315,6 +315,20 @@ NIMBUS_OP_CASES(fast_softmax) {
   add_op_case({.name = "sparse_softmax_cross_entropy_fast_odd",
                .op = "sparse_softmax_cross_entropy",
                .inputs = {{{33, 19}, DType::kF32, -5, 5}, {{33}, DType::kI32, 0, 19}}});
+  // Its gradient op: not differentiable itself, so forward checks only.
+  add_op_case({.name = "sparse_softmax_cross_entropy_backward_fast_large",
+               .op = "sparse_softmax_cross_entropy_backward",
+               .inputs = {{kLarge, DType::kF32, -10, 10}, {{300}, DType::kI64, 0, 517}, {{300}, DType::kF32, -2, 2}},
+               .check_gradient = false});
+  add_op_case(
+      {.name = "sparse_softmax_cross_entropy_backward_fast_3d_u8",
+       .op = "sparse_softmax_cross_entropy_backward",
+       .inputs = {{{4, 50, 10}, DType::kF32, -10, 10}, {{4, 50}, DType::kU8, 0, 10}, {{4, 50}, DType::kF32, -2, 2}},
+       .check_gradient = false});
+  add_op_case({.name = "sparse_softmax_cross_entropy_backward_fast_odd",
+               .op = "sparse_softmax_cross_entropy_backward",
+               .inputs = {{{33, 19}, DType::kF32, -5, 5}, {{33}, DType::kI32, 0, 19}, {{33}, DType::kF32, -2, 2}},
+               .check_gradient = false});
 }
 
 }  // namespace nimbus::testing

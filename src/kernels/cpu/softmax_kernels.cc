@@ -5,6 +5,9 @@
 //   sparse_softmax_cross_entropy  logits (..., C), labels (...) i32/i64/u8 ->
 //                                 loss (...), fused: max, sum of exp and the
 //                                 label's logit in two passes over the row.
+//   sparse_softmax_cross_entropy_backward  logits, labels, grad_loss (...) ->
+//                                 grad_logits (..., C) = (softmax - one_hot) * grad,
+//                                 in three passes over the row (max, exp, scale).
 // A row is max-subtracted, then exponentiated with vector_math.h's exp (on
 // 64-byte vectors where the CPU has AVX-512); its sum runs over 16 lanes in a
 // fixed order, so results depend neither on the thread count nor on the
@@ -124,6 +127,28 @@ NIMBUS_TARGET_AVX512 void cross_entropy_rows_avx512(const float* logits, const L
   cross_entropy_rows<simd::Vec<float, 64>>(logits, labels, out, begin, end, classes);
 }
 
+// The gradient of those rows' losses: (softmax(row) - one_hot(label)) * grad for rows [begin, end).
+template <typename V, typename Label>
+NIMBUS_ALWAYS_INLINE void cross_entropy_backward_rows(const float* logits, const Label* labels, const float* grad,
+                                                      float* out, int64_t begin, int64_t end, int64_t classes) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = logits + r * classes;
+    float* out_row = out + r * classes;
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    const float inverse = 1.0f / exp_sum<V>(row, out_row, classes, row_max<V>(row, classes));
+    const float label_exp = out_row[label], g = grad[r];
+    map1<V>(
+        out_row, out_row, classes, [&](V v) NIMBUS_LAMBDA_INLINE { return v * inverse * g; }, false);
+    out_row[label] = (label_exp * inverse - 1.0f) * g;
+  }
+}
+template <typename Label>
+NIMBUS_TARGET_AVX512 void cross_entropy_backward_rows_avx512(const float* logits, const Label* labels,
+                                                             const float* grad, float* out, int64_t begin, int64_t end,
+                                                             int64_t classes) {
+  cross_entropy_backward_rows<simd::Vec<float, 64>>(logits, labels, grad, out, begin, end, classes);
+}
+
 // Calls rows_fn(begin, end) on ranges of `rows` rows of `length` elements, split across threads.
 template <typename RowsFn>
 void for_rows(int64_t rows, int64_t length, RowsFn rows_fn) {
@@ -177,13 +202,9 @@ const bool kSoftmaxRegistered =
 
 // ---- sparse_softmax_cross_entropy ----
 
+// Checked before any thread starts: an exception must not leave an OpenMP region.
 template <typename Label>
-void run_sparse_cross_entropy(KernelContext& ctx) {
-  const Tensor& logits = ctx.inputs[0];
-  const int64_t classes = logits.dim(-1);
-  const int64_t rows = ctx.outputs[0].numel();
-  const Label* labels = static_cast<const Label*>(ctx.inputs[1].raw_data());
-  // Checked before any thread starts: an exception must not leave an OpenMP region.
+void check_labels(const Label* labels, int64_t rows, int64_t classes) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t label = static_cast<int64_t>(labels[r]);
     if (label < 0 || label >= classes) {
@@ -193,6 +214,15 @@ void run_sparse_cross_entropy(KernelContext& ctx) {
                             "labels are class ids from 0 to num_classes - 1");
     }
   }
+}
+
+template <typename Label>
+void run_sparse_cross_entropy(KernelContext& ctx) {
+  const Tensor& logits = ctx.inputs[0];
+  const int64_t classes = logits.dim(-1);
+  const int64_t rows = ctx.outputs[0].numel();
+  const Label* labels = static_cast<const Label*>(ctx.inputs[1].raw_data());
+  check_labels(labels, rows, classes);
   const float* pl = static_cast<const float*>(logits.raw_data());
   float* po = static_cast<float*>(ctx.outputs[0].raw_data());
   const bool wide = has_avx512();
@@ -205,20 +235,57 @@ void run_sparse_cross_entropy(KernelContext& ctx) {
   });
 }
 
-const bool kCrossEntropyRegistered = register_kernel(
-    "sparse_softmax_cross_entropy", {.name = "vectorized",
-                                     .device = DeviceType::kCPU,
-                                     .dtypes = {DType::kF32},
-                                     .priority = 50,
-                                     .fn = [](KernelContext& ctx) {
-                                       switch (ctx.inputs[1].dtype()) {
-                                         case DType::kI32: return run_sparse_cross_entropy<int32_t>(ctx);
-                                         case DType::kI64: return run_sparse_cross_entropy<int64_t>(ctx);
-                                         case DType::kU8: return run_sparse_cross_entropy<uint8_t>(ctx);
-                                         default:
-                                           NIMBUS_ASSERT(false) << "label dtype " << dtype_name(ctx.inputs[1].dtype());
-                                       }
-                                     }});
+// sparse_softmax_cross_entropy_backward (logits, labels, grad_loss) -> grad_logits.
+template <typename Label>
+void run_sparse_cross_entropy_backward(KernelContext& ctx) {
+  const int64_t classes = ctx.inputs[0].dim(-1);
+  const int64_t rows = ctx.inputs[2].numel();
+  const Label* labels = static_cast<const Label*>(ctx.inputs[1].raw_data());
+  check_labels(labels, rows, classes);
+  const float* pl = static_cast<const float*>(ctx.inputs[0].raw_data());
+  const float* pg = static_cast<const float*>(ctx.inputs[2].raw_data());
+  float* po = static_cast<float*>(ctx.outputs[0].raw_data());
+  const bool wide = has_avx512();
+  for_rows(rows, classes, [&](int64_t begin, int64_t end) {
+    if (wide) {
+      cross_entropy_backward_rows_avx512(pl, labels, pg, po, begin, end, classes);
+    } else {
+      cross_entropy_backward_rows<simd::Vec<float>>(pl, labels, pg, po, begin, end, classes);
+    }
+  });
+}
+
+// Runs run.template operator()<Label>() with the labels' element type.
+template <typename Run>
+void with_label_type(DType dtype, Run&& run) {
+  switch (dtype) {
+    case DType::kI32: return run.template operator()<int32_t>();
+    case DType::kI64: return run.template operator()<int64_t>();
+    case DType::kU8: return run.template operator()<uint8_t>();
+    default: NIMBUS_ASSERT(false) << "label dtype " << dtype_name(dtype);
+  }
+}
+
+const bool kCrossEntropyRegistered =
+    register_kernel("sparse_softmax_cross_entropy",
+                    {.name = "vectorized",
+                     .device = DeviceType::kCPU,
+                     .dtypes = {DType::kF32},
+                     .priority = 50,
+                     .fn =
+                         [](KernelContext& ctx) {
+                           with_label_type(ctx.inputs[1].dtype(),
+                                           [&]<typename Label>() { run_sparse_cross_entropy<Label>(ctx); });
+                         }}) &&
+    register_kernel("sparse_softmax_cross_entropy_backward",
+                    {.name = "vectorized",
+                     .device = DeviceType::kCPU,
+                     .dtypes = {DType::kF32},
+                     .priority = 50,
+                     .fn = [](KernelContext& ctx) {
+                       with_label_type(ctx.inputs[1].dtype(),
+                                       [&]<typename Label>() { run_sparse_cross_entropy_backward<Label>(ctx); });
+                     }});
 
 }  // namespace
 }  // namespace nimbus::cpu
