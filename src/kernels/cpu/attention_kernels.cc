@@ -46,8 +46,10 @@ using internal::kAttentionQueryBlock;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 
 // ---- the product: c (m x n) (+)= a (m x k) b (k x n), row-major, n a multiple of 16 ----
+// With TransposedA, `a` holds aᵀ (k x m, row stride lda): the products with a block's transpose
+// (pᵀ grad_out, dsᵀ q) read it in place instead of transposing it first.
 
-template <typename V, int Rows, int Vectors>
+template <typename V, int Rows, int Vectors, bool TransposedA>
 NIMBUS_ALWAYS_INLINE void attention_gemm_tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                                               float* c, int64_t ldc, bool accumulate) {
   constexpr int64_t kLanes = simd::kLanesOf<V>;
@@ -59,7 +61,7 @@ NIMBUS_ALWAYS_INLINE void attention_gemm_tile(int64_t k, const float* a, int64_t
     V row[Vectors];
     for (int x = 0; x < Vectors; ++x) row[x] = simd::load<V>(b + p * ldb + x * kLanes);
     for (int r = 0; r < Rows; ++r) {
-      const V scalar = simd::splat<V>(a[r * lda + p]);
+      const V scalar = simd::splat<V>(TransposedA ? a[p * lda + r] : a[r * lda + p]);
       for (int x = 0; x < Vectors; ++x) acc[r][x] += scalar * row[x];
     }
   }
@@ -68,25 +70,39 @@ NIMBUS_ALWAYS_INLINE void attention_gemm_tile(int64_t k, const float* a, int64_t
   }
 }
 
-template <typename V, int Rows>
-NIMBUS_ALWAYS_INLINE void attention_gemm_rows(int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                                              int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  constexpr int64_t kLanes = simd::kLanesOf<V>;
-  // 4 rows x 64 bytes x (4 or 2) accumulators: 16 of AVX-512's 32 registers, 8 of AVX2's 16.
-  constexpr int kWide = kLanes == 16 ? 4 : 2;
-  int64_t j = 0;
-  for (; j + kWide * kLanes <= n; j += kWide * kLanes) {
-    attention_gemm_tile<V, Rows, kWide>(k, a, lda, b + j, ldb, c + j, ldc, accumulate);
+// Columns [0, Vectors x lanes) of c, Rows rows at a time.
+template <typename V, int Rows, int Vectors, bool TransposedA>
+NIMBUS_ALWAYS_INLINE void attention_gemm_panel(int64_t m, int64_t k, const float* a, int64_t lda, const float* b,
+                                               int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  const int64_t row_step = TransposedA ? 1 : lda;
+  int64_t i = 0;
+  for (; i + Rows <= m; i += Rows) {
+    attention_gemm_tile<V, Rows, Vectors, TransposedA>(k, a + i * row_step, lda, b, ldb, c + i * ldc, ldc, accumulate);
   }
-  for (; j < n; j += kLanes) attention_gemm_tile<V, Rows, 1>(k, a, lda, b + j, ldb, c + j, ldc, accumulate);
+  for (; i < m; ++i) {
+    attention_gemm_tile<V, 1, Vectors, TransposedA>(k, a + i * row_step, lda, b, ldb, c + i * ldc, ldc, accumulate);
+  }
 }
 
-template <typename V>
+// Panels of 4, 2 and 1 vectors, with as many rows as keep the accumulators within half the
+// registers (AVX-512's 32, AVX2's 16): head sizes of 32 and 64 take the wider panels whole.
+template <typename V, bool TransposedA = false>
 NIMBUS_ALWAYS_INLINE void attention_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                                          int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) attention_gemm_rows<V, 4>(n, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
-  for (; i < m; ++i) attention_gemm_rows<V, 1>(n, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+  constexpr int64_t kLanes = simd::kLanesOf<V>;
+  constexpr bool kWide = kLanes == 16;
+  int64_t j = 0;
+  if constexpr (kWide) {
+    for (; j + 4 * kLanes <= n; j += 4 * kLanes) {
+      attention_gemm_panel<V, 4, 4, TransposedA>(m, k, a, lda, b + j, ldb, c + j, ldc, accumulate);
+    }
+  }
+  for (; j + 2 * kLanes <= n; j += 2 * kLanes) {
+    attention_gemm_panel<V, kWide ? 8 : 4, 2, TransposedA>(m, k, a, lda, b + j, ldb, c + j, ldc, accumulate);
+  }
+  for (; j < n; j += kLanes) {
+    attention_gemm_panel<V, 8, 1, TransposedA>(m, k, a, lda, b + j, ldb, c + j, ldc, accumulate);
+  }
 }
 
 // ---- moving blocks into f32 scratch ----
@@ -296,18 +312,16 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
   const int64_t d = g.head_size, dv = g.value_size, dp = attention_padded(d), dvp = attention_padded(dv);
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock, t = g.queries;
   const size_t element = dtype_size(call.dtype);
-  float* k_block = scratch;                          // bc x dp
-  float* key_t = k_block + bc * dp;                  // d x bc
-  float* value_t = key_t + d * bc;                   // dv x bc
-  float* grad_k = value_t + dv * bc;                 // bc x dp
-  float* grad_v = grad_k + bc * dp;                  // bc x dvp
-  float* q_block = grad_v + bc * dvp;                // br x dp, scaled
-  float* grad_out = q_block + br * dp;               // br x dvp
-  float* probabilities = grad_out + br * dvp;        // br x bc
-  float* grad_scores = probabilities + br * bc;      // br x bc
-  float* probabilities_t = grad_scores + br * bc;    // bc x br
-  float* grad_scores_t = probabilities_t + bc * br;  // bc x br
-  float* grad_q = grad_scores_t + bc * br;           // t x dp
+  float* k_block = scratch;                      // bc x dp
+  float* key_t = k_block + bc * dp;              // d x bc
+  float* value_t = key_t + d * bc;               // dv x bc
+  float* grad_k = value_t + dv * bc;             // bc x dp
+  float* grad_v = grad_k + bc * dp;              // bc x dvp
+  float* q_block = grad_v + bc * dvp;            // br x dp, scaled
+  float* grad_out = q_block + br * dp;           // br x dvp
+  float* probabilities = grad_out + br * dvp;    // br x bc
+  float* grad_scores = probabilities + br * bc;  // br x bc
+  float* grad_q = grad_scores + br * bc;         // t x dp
   float* delta = grad_q + t * dp;
   float* lse = delta + t;
 
@@ -346,9 +360,6 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
       const int64_t rows = std::min(br, t - i0);
       attention_load_rows(rows_of(call.q, t, i0, d), call.dtype, rows, d, q_block, dp, static_cast<float>(g.scale));
       attention_load_rows(rows_of(call.grad_out, t, i0, dv), call.dtype, rows, dv, grad_out, dvp, 1.0f);
-      // Rows past the sequence's end must be zeros: the transposed products below run over all br.
-      std::fill(q_block + rows * dp, q_block + br * dp, 0.0f);
-      std::fill(grad_out + rows * dvp, grad_out + br * dvp, 0.0f);
       attention_gemm<V>(rows, bc, d, q_block, dp, key_t, bc, probabilities, bc, false);
       attention_mask_scores(g, static_cast<const Mask*>(call.mask), bh, i0, rows, j0, keys, probabilities);
       attention_gemm<V>(rows, bc, dv, grad_out, dvp, value_t, bc, grad_scores, bc, false);
@@ -362,11 +373,9 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
           simd::store(ds + c, pv * (simd::load<V>(ds + c) - row_delta));
         }
       }
-      // Rows past `rows` stay out of the transposes (zero), so they add nothing to grad_k and grad_v.
-      attention_transpose(probabilities, rows, bc, bc, probabilities_t, br);
-      attention_transpose(grad_scores, rows, bc, bc, grad_scores_t, br);
-      attention_gemm<V>(bc, dvp, br, probabilities_t, br, grad_out, dvp, grad_v, dvp, true);
-      attention_gemm<V>(bc, dp, br, grad_scores_t, br, q_block, dp, grad_k, dp, true);
+      // pᵀ and dsᵀ read in place, over the block's `rows` queries only.
+      attention_gemm<V, true>(bc, dvp, rows, probabilities, bc, grad_out, dvp, grad_v, dvp, true);
+      attention_gemm<V, true>(bc, dp, rows, grad_scores, bc, q_block, dp, grad_k, dp, true);
       attention_gemm<V>(rows, dp, bc, grad_scores, bc, k_block, dp, grad_q + i0 * dp, dp, true);
     }
     attention_store_rows(grad_k, dp, keys, d, 1.0f, call.dtype,

@@ -53,7 +53,7 @@ inline int64_t attention_padded(int64_t features) { return (features + 15) / 16 
 // f32 elements of one thread's scratch in the CPU kernel. Forward: a query block, a key block and
 // its transpose, a value block, the block's scores and output accumulator, the rows' max and sum.
 // Backward: also the transposed value block, gradients of the key and value blocks, the scores'
-// gradient and both transposes, and the whole slice's query gradient and row statistics (linear in T).
+// gradient, and the whole slice's query gradient and row statistics (linear in T).
 inline int64_t attention_forward_scratch_floats(int64_t head_size, int64_t value_size) {
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock;
   const int64_t d = attention_padded(head_size), dv = attention_padded(value_size);
@@ -62,7 +62,7 @@ inline int64_t attention_forward_scratch_floats(int64_t head_size, int64_t value
 inline int64_t attention_backward_scratch_floats(int64_t queries, int64_t head_size, int64_t value_size) {
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock;
   const int64_t d = attention_padded(head_size), dv = attention_padded(value_size);
-  return bc * d + head_size * bc + value_size * bc + bc * d + bc * dv + br * d + br * dv + 4 * br * bc + queries * d +
+  return bc * d + head_size * bc + value_size * bc + bc * d + bc * dv + br * d + br * dv + 2 * br * bc + queries * d +
          2 * queries;
 }
 
