@@ -331,4 +331,23 @@ NIMBUS_OP_CASES(fast_softmax) {
                .check_gradient = false});
 }
 
+NIMBUS_OP_CASES(fast_layer_norm) {
+  // Rows of 517 features (whole 16-lane vectors and a tail) split across threads; rows of 6 (a tail
+  // only); the GPT's 128 features over 130 rows: grad_gamma's blocks of 64 rows, the last one partial.
+  for (const Shape& x : {kLarge, Shape{13, 6}, Shape{2, 65, 128}}) {
+    const int64_t d = x[-1];
+    const Shape rows = Shape(std::span<const int64_t>(x.begin(), static_cast<size_t>(x.rank() - 1)));
+    const std::string suffix = std::to_string(x.numel()) + "_" + std::to_string(d);
+    add_op_case({.name = "layer_norm_fast_" + suffix,
+                 .op = "layer_norm",
+                 .inputs = {{x, DType::kF32, -3, 5}, {{d}, DType::kF32, 0.5, 2.0}, {{d}}},
+                 .attrs = {{"epsilon", 1e-5}},
+                 .check_gradient = false});
+    add_op_case(
+        {.name = "layer_norm_backward_fast_" + suffix,
+         .op = "layer_norm_backward",
+         .inputs = {{x}, {x, DType::kF32, -3, 5}, {{d}}, {rows, DType::kF32, -1, 1}, {rows, DType::kF32, 0.5, 2.0}}});
+  }
+}
+
 }  // namespace nimbus::testing

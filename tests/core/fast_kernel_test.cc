@@ -142,7 +142,8 @@ TEST(FastKernels, MathKernelsGiveTheSameBitsAtEveryVectorWidth) {
   // 64-byte paths do not exist. This project's machines have AVX-512, so it runs here.
   if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512, so only the 32-byte paths exist";
   const Tensor x = uniform({301, 517}, -12, 12), g = uniform({301, 517}, -1, 1);
-  const Tensor labels = uniform({301}, 0, 517).to(DType::kI64);
+  const Tensor labels = uniform({301}, 0, 517).to(DType::kI64), row_values = uniform({301}, 0.5, 2);
+  const Tensor gamma = uniform({517}, 0.5, 2), beta = uniform({517}, -1, 1);
   struct Call {
     std::string op;
     std::vector<Tensor> inputs;
@@ -155,7 +156,10 @@ TEST(FastKernels, MathKernelsGiveTheSameBitsAtEveryVectorWidth) {
                              {"softplus", {x}, {}},
                              {"softmax", {x}, {{"axis", int64_t{-1}}}},
                              {"log_softmax", {x}, {{"axis", int64_t{-1}}}},
-                             {"sparse_softmax_cross_entropy", {x, labels}, {}}};
+                             {"sparse_softmax_cross_entropy", {x, labels}, {}},
+                             {"sparse_softmax_cross_entropy_backward", {x, labels, row_values}, {}},
+                             {"layer_norm", {x, gamma, beta}, {{"epsilon", 1e-5}}},
+                             {"layer_norm_backward", {g, x, gamma, row_values, row_values}, {}}};
   for (const char* form : {"tanh", "none"}) {
     calls.push_back({"gelu", {x}, {{"approximate", std::string(form)}}});
     calls.push_back({"gelu_backward", {g, x}, {{"approximate", std::string(form)}}});
