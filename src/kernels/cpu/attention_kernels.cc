@@ -5,8 +5,9 @@
 //   forward   q (B,H,T,D), k (B,H,S,D), v (B,H,S,Dv) [, mask] -> out (B,H,T,Dv), lse (B,H,T)
 //             One task per (batch x head, block of 64 query rows), tasks spread over the
 //             threads. For each block of 64 keys (only those at or below the diagonal when
-//             causal): scores = (scale q) kᵀ, the rows' running max m and sum l updated and
-//             the accumulator rescaled (online softmax), acc += exp(scores - m) v. Then
+//             causal): scoresᵀ = k (scale q)ᵀ, keys down and queries across, so that the
+//             queries' running max m and sum l update 16 queries per vector (online softmax)
+//             and the accumulator rows are rescaled; acc += exp(scores - m) v. Then
 //             out = acc / l and lse = m + log l: no (T x S) matrix exists.
 //   backward  one task per (batch x head), so that the key and value gradients of a block
 //             are summed by one thread without atomics. For each key block, for each query
@@ -168,32 +169,15 @@ NIMBUS_ALWAYS_INLINE void attention_mask_scores(const AttentionGeometry& g, cons
   }
 }
 
+// e^x for the softmax's exponents (x <= 0 but for rounding): 0 below -87, where e^x is no normal f32,
+// so that masked scores (-inf) never produce a subnormal, which costs this CPU family a slow microcode
+// path per vector (a causal diagonal block is half masked); vector_math.h's single-scale exp elsewhere
+// (2 ulp). NaN stays NaN.
 template <typename V>
-NIMBUS_ALWAYS_INLINE float attention_row_max(const float* row) {
-  constexpr int64_t kLanes = simd::kLanesOf<V>;
-  V acc = simd::load<V>(row);
-  for (int64_t c = kLanes; c < kAttentionKeyBlock; c += kLanes) {
-    const V x = simd::load<V>(row + c);
-    acc = acc < x ? x : acc;
-  }
-  float max = acc[0];
-  for (int64_t l = 1; l < kLanes; ++l) max = std::max(max, acc[l]);
-  return max;
-}
-
-// row = exp(row - shift) in place, over the block's width; returns the sum.
-template <typename V>
-NIMBUS_ALWAYS_INLINE float attention_exp_row(float* row, float shift) {
-  constexpr int64_t kLanes = simd::kLanesOf<V>;
-  V sum{};
-  for (int64_t c = 0; c < kAttentionKeyBlock; c += kLanes) {
-    const V e = vmath::exp(simd::load<V>(row + c) - shift);
-    simd::store(row + c, e);
-    sum += e;
-  }
-  float total = 0;
-  for (int64_t l = 0; l < kLanes; ++l) total += sum[l];
-  return total;
+NIMBUS_ALWAYS_INLINE V attention_exp(V x) {
+  constexpr float kLowest = -87.0f;
+  const V e = vmath::exp_normal_range(simd::clamp_below(x, kLowest));
+  return x < kLowest ? V{} : e;
 }
 
 // Calls task(t, scratch) for t in [0, tasks) over the compute pool, dynamically (causal tasks differ in
@@ -219,51 +203,84 @@ struct AttentionForwardCall {
   float* lse;
 };
 
+// Sets the transposed scores of a (keys x rows) block to -inf where the mask or the causal rule forbids
+// them and adds the mask; columns from `rows` to the block's width are padding (left as they are).
+template <typename T>
+NIMBUS_ALWAYS_INLINE void attention_mask_scores_transposed(const AttentionGeometry& g, const T* mask, int64_t bh,
+                                                           int64_t i0, int64_t rows, int64_t j0, int64_t keys,
+                                                           float* scores_t) {
+  for (int64_t c = 0; c < keys; ++c) {
+    float* column = scores_t + c * kAttentionQueryBlock;
+    if (mask != nullptr) {
+      for (int64_t r = 0; r < rows; ++r) column[r] += static_cast<float>(mask[g.mask_offset(bh, i0 + r) + j0 + c]);
+    }
+    // Causal: key j0 + c is visible from query i0 + r iff r >= j0 + c - i0.
+    if (g.causal) std::fill(column, column + std::clamp<int64_t>(j0 + c - i0, 0, rows), kNegativeInfinity);
+  }
+}
+
 template <typename V, typename Mask>
 NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& call, int64_t bh, int64_t i0,
                                                   float* scratch) {
+  constexpr int64_t kLanes = simd::kLanesOf<V>;
   const AttentionGeometry& g = call.g;
-  const int64_t d = g.head_size, dv = g.value_size, dp = attention_padded(d), dvp = attention_padded(dv);
+  const int64_t d = g.head_size, dv = g.value_size, dvp = attention_padded(dv);
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock, rows = std::min(br, g.queries - i0);
   const size_t element = dtype_size(call.dtype);
-  float* q_block = scratch;
-  float* k_rows = q_block + br * dp;  // bc x d
-  float* key_t = k_rows + bc * d;     // d x bc
-  float* v_block = key_t + d * bc;    // bc x dvp
-  float* scores = v_block + bc * dvp;
-  float* acc = scores + br * bc;  // rows x dvp
-  float* row_max = acc + br * dvp;
+  float* q_rows = scratch;               // br x d, scaled
+  float* query_t = q_rows + br * d;      // d x br
+  float* k_rows = query_t + d * br;      // bc x d
+  float* v_block = k_rows + bc * d;      // bc x dvp
+  float* scores_t = v_block + bc * dvp;  // bc x br: keys down, queries across
+  float* acc = scores_t + bc * br;       // br x dvp
+  float* row_max = acc + br * dvp;       // br each: the running max, sum and this block's rescale
   float* row_sum = row_max + br;
+  float* rescale = row_sum + br;
 
   const auto* q = static_cast<const std::byte*>(call.q) + (bh * g.queries + i0) * d * element;
-  attention_load_rows(q, call.dtype, rows, d, q_block, dp, static_cast<float>(g.scale));
-  std::fill(acc, acc + rows * dvp, 0.0f);
-  std::fill(row_max, row_max + rows, kNegativeInfinity);
-  std::fill(row_sum, row_sum + rows, 0.0f);
+  attention_load_rows(q, call.dtype, rows, d, q_rows, d, static_cast<float>(g.scale));
+  attention_transpose(q_rows, rows, d, d, query_t, br);
+  std::fill(acc, acc + br * dvp, 0.0f);
+  std::fill(row_max, row_max + br, kNegativeInfinity);
+  std::fill(row_sum, row_sum + br, 0.0f);
   const int64_t key_end = g.causal ? std::min(g.keys, i0 + rows) : g.keys;
   for (int64_t j0 = 0; j0 < key_end; j0 += bc) {
     const int64_t keys = std::min(bc, g.keys - j0);
     attention_load_rows(static_cast<const std::byte*>(call.k) + (bh * g.keys + j0) * d * element, call.dtype, keys, d,
                         k_rows, d, 1.0f);
-    attention_transpose(k_rows, keys, d, d, key_t, bc);
     attention_load_rows(static_cast<const std::byte*>(call.v) + (bh * g.keys + j0) * dv * element, call.dtype, keys, dv,
                         v_block, dvp, 1.0f);
-    std::fill(v_block + keys * dvp, v_block + bc * dvp, 0.0f);
-    attention_gemm<V>(rows, bc, d, q_block, dp, key_t, bc, scores, bc, false);
-    attention_mask_scores(g, static_cast<const Mask*>(call.mask), bh, i0, rows, j0, keys, scores);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = scores + r * bc;
-      const float max = std::max(row_max[r], attention_row_max<V>(row));
-      // A row that has seen only masked keys keeps max -inf: shift by 0 so that exp gives 0, not NaN.
-      const float shift = max == kNegativeInfinity ? 0.0f : max;
-      const float rescale = std::exp(row_max[r] - shift);
-      row_sum[r] = row_sum[r] * rescale + attention_exp_row<V>(row, shift);
-      row_max[r] = max;
-      if (rescale != 1.0f) {
-        for (int64_t c = 0; c < dvp; ++c) acc[r * dvp + c] *= rescale;
+    // scoresᵀ = k (scale q)ᵀ: the softmax over keys then runs down columns, 16 queries per vector.
+    attention_gemm<V>(keys, br, d, k_rows, d, query_t, br, scores_t, br, false);
+    attention_mask_scores_transposed(g, static_cast<const Mask*>(call.mask), bh, i0, rows, j0, keys, scores_t);
+    for (int64_t x = 0; x < br; x += kLanes) {
+      const V old_max = simd::load<V>(row_max + x);
+      V max = old_max;
+      for (int64_t c = 0; c < keys; ++c) {
+        const V score = simd::load<V>(scores_t + c * br + x);
+        max = max < score ? score : max;
       }
+      // A query that has seen only masked keys keeps max -inf: shift by 0 so that exp gives 0, not NaN.
+      const V shift = max == kNegativeInfinity ? V{} : max;
+      V sum{};
+      for (int64_t c = 0; c < keys; ++c) {
+        const V e = attention_exp(simd::load<V>(scores_t + c * br + x) - shift);
+        simd::store(scores_t + c * br + x, e);
+        sum += e;
+      }
+      const V factor = attention_exp(old_max - shift);
+      simd::store(rescale + x, factor);
+      simd::store(row_sum + x, simd::load<V>(row_sum + x) * factor + sum);
+      simd::store(row_max + x, max);
     }
-    attention_gemm<V>(rows, dvp, bc, scores, bc, v_block, dvp, acc, dvp, true);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (rescale[r] == 1.0f) continue;
+      const V factor = simd::splat<V>(rescale[r]);
+      for (int64_t c = 0; c < dvp; c += kLanes)
+        simd::store(acc + r * dvp + c, simd::load<V>(acc + r * dvp + c) * factor);
+    }
+    // acc += p v, p read as the transpose of scoresᵀ.
+    attention_gemm<V, true>(rows, dvp, keys, scores_t, br, v_block, dvp, acc, dvp, true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float sum = row_sum[r];
@@ -368,7 +385,7 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
         float *p = probabilities + r * bc, *ds = grad_scores + r * bc;
         const float row_lse = lse[i0 + r], row_delta = delta[i0 + r];
         for (int64_t c = 0; c < bc; c += kLanes) {
-          const V pv = vmath::exp(simd::load<V>(p + c) - row_lse);
+          const V pv = attention_exp(simd::load<V>(p + c) - row_lse);
           simd::store(p + c, pv);
           simd::store(ds + c, pv * (simd::load<V>(ds + c) - row_delta));
         }

@@ -50,14 +50,14 @@ inline constexpr int64_t kAttentionQueryBlock = 64;
 inline constexpr int64_t kAttentionKeyBlock = 64;
 inline int64_t attention_padded(int64_t features) { return (features + 15) / 16 * 16; }
 
-// f32 elements of one thread's scratch in the CPU kernel. Forward: a query block, a key block and
-// its transpose, a value block, the block's scores and output accumulator, the rows' max and sum.
-// Backward: also the transposed value block, gradients of the key and value blocks, the scores'
-// gradient, and the whole slice's query gradient and row statistics (linear in T).
+// f32 elements of one thread's scratch in the CPU kernel. Forward: a query block and its transpose, a
+// key block, a value block, the block's transposed scores and output accumulator, and the rows' max,
+// sum and rescale. Backward: a key block and its transpose, the transposed value block, gradients of the
+// key and value blocks, a query and an output-gradient block, the scores and their gradient, and the
+// whole slice's query gradient and row statistics (linear in T).
 inline int64_t attention_forward_scratch_floats(int64_t head_size, int64_t value_size) {
-  const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock;
-  const int64_t d = attention_padded(head_size), dv = attention_padded(value_size);
-  return br * d + bc * head_size + head_size * bc + bc * dv + br * bc + br * dv + 2 * br;
+  const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock, dv = attention_padded(value_size);
+  return 2 * br * head_size + bc * head_size + bc * dv + bc * br + br * dv + 3 * br;
 }
 inline int64_t attention_backward_scratch_floats(int64_t queries, int64_t head_size, int64_t value_size) {
   const int64_t br = kAttentionQueryBlock, bc = kAttentionKeyBlock;
