@@ -138,16 +138,19 @@ NIMBUS_ALWAYS_INLINE void attention_transpose(const float* a, int64_t rows, int6
 // f32 rows (row stride ld) into dst (rows x cols, dtype), times `factor`.
 void attention_store_rows(const float* src, int64_t ld, int64_t rows, int64_t cols, float factor, DType dtype,
                           void* dst) {
+  if (dtype == DType::kF32) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = static_cast<float*>(dst) + r * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = src[r * ld + c] * factor;
+    }
+    return;
+  }
   float row[1024];
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c0 = 0; c0 < cols; c0 += 1024) {
       const int64_t n = std::min<int64_t>(1024, cols - c0);
       for (int64_t c = 0; c < n; ++c) row[c] = src[r * ld + c0 + c] * factor;
-      if (dtype == DType::kF32) {
-        std::memcpy(static_cast<float*>(dst) + r * cols + c0, row, static_cast<size_t>(n) * sizeof(float));
-      } else {
-        narrow(row, dtype, static_cast<std::byte*>(dst) + (r * cols + c0) * dtype_size(dtype), n);
-      }
+      narrow(row, dtype, static_cast<std::byte*>(dst) + (r * cols + c0) * dtype_size(dtype), n);
     }
   }
 }
