@@ -115,16 +115,15 @@ class DenseLayer : public LayerImpl {
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Tensor& x = inputs[0];
-    Tensor y;
-    if (x.rank() == 2) {
-      y = matmul(x, kernel_.value());
-    } else {
-      Shape out_shape = x.shape();
-      out_shape[-1] = units_;
-      y = reshape(matmul(reshape(x, std::vector<int64_t>{-1, x.dim(-1)}), kernel_.value()), out_shape);
-    }
+    // Inputs of rank > 2 run as (rows, features) until the end, so that the graph's epilogue fusion
+    // sees matmul -> add(bias) -> activation and gives the bias to the product (fused_matmul).
+    Tensor y = matmul(x.rank() == 2 ? x : reshape(x, std::vector<int64_t>{-1, x.dim(-1)}), kernel_.value());
     if (options_.use_bias) y = y + bias_.value();
-    return {apply_activation(options_.activation, y)};
+    y = apply_activation(options_.activation, y);
+    if (x.rank() == 2) return {y};
+    Shape out_shape = x.shape();
+    out_shape[-1] = units_;
+    return {reshape(y, out_shape)};
   }
 
  private:
