@@ -350,4 +350,24 @@ NIMBUS_OP_CASES(fast_layer_norm) {
   }
 }
 
+NIMBUS_OP_CASES(fast_data_movement) {
+  // Attention's heads moved out and in: 4096 runs of 32, split across threads, so that ranges start
+  // mid-index; and a position table broadcast over a batch, with a size-1 axis between.
+  add_op_case({.name = "transpose_fast_heads",
+               .op = "transpose",
+               .inputs = {{{8, 128, 4, 32}}},
+               .attrs = {{"perm", std::vector<int64_t>{0, 2, 1, 3}}},
+               .check_gradient = false});
+  add_op_case({.name = "transpose_fast_heads_back",
+               .op = "transpose",
+               .inputs = {{{8, 4, 128, 33}}},
+               .attrs = {{"perm", std::vector<int64_t>{0, 2, 1, 3}}},
+               .check_gradient = false});
+  add_op_case({.name = "broadcast_to_fast_rows",
+               .op = "broadcast_to",
+               .inputs = {{{1, 128, 1, 32}}},
+               .attrs = {{"shape", Shape{16, 128, 3, 32}}},
+               .check_gradient = false});
+}
+
 }  // namespace nimbus::testing

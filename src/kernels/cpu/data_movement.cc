@@ -7,6 +7,8 @@
 // served, since only element sizes matter.
 #include <algorithm>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "nimbus/ops/for_kernels/gather_geometry.h"
 #include "nimbus/ops/for_kernels/reduce_geometry.h"
@@ -120,6 +122,51 @@ void slice_runs(KernelContext& ctx) {
   });
 }
 
+// Where consecutive output rows (runs along the last axis) start in the input, in elements: the row's
+// index over the output's leading axes, each axis stepping the input by its own stride (0 where it
+// broadcasts). The index is found by division once, at the first row of a range, then walked.
+class RowOffsets {
+ public:
+  RowOffsets(std::span<const int64_t> dims, std::span<const int64_t> strides, int64_t first)
+      : dims_(dims), strides_(strides), index_(dims.size()) {
+    int64_t rest = first;
+    for (size_t axis = dims.size(); axis-- > 0;) {
+      index_[axis] = rest % dims[axis];
+      rest /= dims[axis];
+      offset_ += index_[axis] * strides[axis];
+    }
+  }
+  int64_t offset() const { return offset_; }
+  void next() {
+    for (size_t axis = dims_.size(); axis-- > 0;) {
+      offset_ += strides_[axis];
+      if (++index_[axis] < dims_[axis]) return;
+      offset_ -= strides_[axis] * index_[axis];
+      index_[axis] = 0;
+    }
+  }
+
+ private:
+  std::span<const int64_t> dims_, strides_;
+  std::vector<int64_t> index_;
+  int64_t offset_ = 0;
+};
+
+// Copies the output's rows of `run` elements from the input, given the input stride of each of the
+// output's leading axes.
+void copy_strided_rows(const Tensor& x, Tensor& out, const std::vector<int64_t>& strides, int64_t run) {
+  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
+  const std::span<const int64_t> leading = out.shape().dims().first(static_cast<size_t>(std::max(out.rank() - 1, 0)));
+  const char* src = bytes(x);
+  char* dst = mutable_bytes(out);
+  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
+    RowOffsets rows(leading, strides, first);
+    for (int64_t r = first; r < last; ++r, rows.next()) {
+      std::memcpy(dst + r * run * element, src + rows.offset() * element, static_cast<size_t>(run * element));
+    }
+  });
+}
+
 // A transpose whose last axis stays last: each output row of that axis is one run of the input,
 // found through the input's strides in the output's axis order.
 void transpose_rows(KernelContext& ctx) {
@@ -127,24 +174,12 @@ void transpose_rows(KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];
   const std::vector<int64_t>& perm = ctx.attrs.get_ints("perm");
   const int rank = x.rank();
-  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
   const int64_t run = rank == 0 ? 1 : x.dim(rank - 1);
   if (out.numel() == 0 || run == 0) return;
   const auto x_strides = x.shape().strides();
-  const std::span<const int64_t> out_dims = out.shape().dims();
-  const char* src = bytes(x);
-  char* dst = mutable_bytes(out);
-  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      int64_t offset = 0, rest = r;
-      for (int d = rank - 2; d >= 0; --d) {
-        const size_t axis = static_cast<size_t>(d);
-        offset += rest % out_dims[axis] * x_strides[static_cast<size_t>(perm[axis])];
-        rest /= out_dims[axis];
-      }
-      std::memcpy(dst + r * run * element, src + offset * element, static_cast<size_t>(run * element));
-    }
-  });
+  std::vector<int64_t> strides;
+  for (int d = 0; d + 1 < rank; ++d) strides.push_back(x_strides[static_cast<size_t>(perm[static_cast<size_t>(d)])]);
+  copy_strided_rows(x, out, strides, run);
 }
 
 // A broadcast whose last axis is the input's own: each output row of that axis is one input row,
@@ -153,24 +188,14 @@ void broadcast_rows(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& out = ctx.outputs[0];
   const int rank = out.rank(), added = out.rank() - x.rank();
-  const int64_t element = static_cast<int64_t>(dtype_size(x.dtype()));
   const int64_t run = rank == 0 ? 1 : out.dim(rank - 1);
   if (out.numel() == 0 || run == 0) return;
   const auto x_strides = x.shape().strides();
-  const std::span<const int64_t> out_dims = out.shape().dims();
-  const char* src = bytes(x);
-  char* dst = mutable_bytes(out);
-  parallel_for(out.numel() / run, grain_for(run * element), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      int64_t offset = 0, rest = r;
-      for (int d = rank - 2; d >= added; --d) {
-        const size_t axis = static_cast<size_t>(d - added);
-        if (x.dim(d - added) != 1) offset += rest % out_dims[static_cast<size_t>(d)] * x_strides[axis];
-        rest /= out_dims[static_cast<size_t>(d)];
-      }
-      std::memcpy(dst + r * run * element, src + offset * element, static_cast<size_t>(run * element));
-    }
-  });
+  std::vector<int64_t> strides(static_cast<size_t>(std::max(rank - 1, 0)), 0);
+  for (int d = added; d + 1 < rank; ++d) {
+    if (x.dim(d - added) != 1) strides[static_cast<size_t>(d)] = x_strides[static_cast<size_t>(d - added)];
+  }
+  copy_strided_rows(x, out, strides, run);
 }
 
 bool broadcast_keeps_last_axis(const KernelContext& ctx) {
