@@ -766,6 +766,8 @@ NO_TORCH_EQUIVALENT = {
     "all_reduce_wait": "a collective's result between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
     "scaled_dot_product_attention_backward": "its out and logsumexp inputs must be the forward's results, which "
                                               "independent draws are not; the forward's entries check it through their gradients",
+    "sparse_softmax_cross_entropy_backward": "the gradient of sparse_softmax_cross_entropy, which CPU tapes and traces "
+                                             "compute with it: that op's entries check it through their gradients",
     "adam_update": "a state update of many tensors, not a function: OpSideEffects, and tests/train/fused_adam_test.cc against the unfused Adam and AdamW ops",
 }
 
