@@ -14,6 +14,9 @@
 //             block: p = exp(scores - lse), dp = grad_out vᵀ, ds = p (dp - delta) with
 //             delta = rowsum(grad_out * out) - grad_lse; grad_v += pᵀ grad_out,
 //             grad_k += dsᵀ (scale q), grad_q += ds k (scaled at the end).
+//   causal    a block on the diagonal is half masked: both kernels run its products in bands
+//             of 8 rows, each over the part its rows can see (whole vectors), about halving
+//             the diagonal's work (two of the three block pairs of a 128-token head).
 //
 // The products run through one register-tiled loop, c (m x n) += a (m x k) b (k x n),
 // with n a multiple of 16: blocks are copied to f32 scratch padded to 16 features (zeros),
@@ -44,6 +47,8 @@ using internal::AttentionGeometry;
 using internal::kAttentionKeyBlock;
 using internal::kAttentionQueryBlock;
 
+// Rows per band of the products that follow a causal diagonal (each band to its last row's extent).
+constexpr int64_t kAttentionBand = 8;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 
 // ---- the product: c (m x n) (+)= a (m x k) b (k x n), row-major, n a multiple of 16 ----
@@ -253,8 +258,15 @@ NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& ca
                         k_rows, d, 1.0f);
     attention_load_rows(static_cast<const std::byte*>(call.v) + (bh * g.keys + j0) * dv * element, call.dtype, keys, dv,
                         v_block, dvp, 1.0f);
-    // scoresᵀ = k (scale q)ᵀ: the softmax over keys then runs down columns, 16 queries per vector.
-    attention_gemm<V>(keys, br, d, k_rows, d, query_t, br, scores_t, br, false);
+    // scoresᵀ = k (scale q)ᵀ: the softmax over keys then runs down columns, 16 queries per vector. On a
+    // causal diagonal a band of keys skips the whole vectors of queries before the first that sees it
+    // (the mask then sets those scores to -inf).
+    for (int64_t c0 = 0; c0 < keys; c0 += kAttentionBand) {
+      const int64_t m = std::min(kAttentionBand, keys - c0);
+      const int64_t first = g.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, br) / 16 * 16 : 0;
+      attention_gemm<V>(m, br - first, d, k_rows + c0 * d, d, query_t + first, br, scores_t + c0 * br + first, br,
+                        false);
+    }
     attention_mask_scores_transposed(g, static_cast<const Mask*>(call.mask), bh, i0, rows, j0, keys, scores_t);
     for (int64_t x = 0; x < br; x += kLanes) {
       const V old_max = simd::load<V>(row_max + x);
@@ -282,8 +294,12 @@ NIMBUS_ALWAYS_INLINE void attention_forward_block(const AttentionForwardCall& ca
       for (int64_t c = 0; c < dvp; c += kLanes)
         simd::store(acc + r * dvp + c, simd::load<V>(acc + r * dvp + c) * factor);
     }
-    // acc += p v, p read as the transpose of scoresᵀ.
-    attention_gemm<V, true>(rows, dvp, keys, scores_t, br, v_block, dvp, acc, dvp, true);
+    // acc += p v, p read as the transpose of scoresᵀ; a band of queries over the keys it sees.
+    for (int64_t r0 = 0; r0 < rows; r0 += kAttentionBand) {
+      const int64_t m = std::min(kAttentionBand, rows - r0);
+      const int64_t seen = g.causal ? std::clamp<int64_t>(i0 + r0 + m - j0, 0, keys) : keys;
+      attention_gemm<V, true>(m, dvp, seen, scores_t + r0, br, v_block, dvp, acc + r0 * dvp, dvp, true);
+    }
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float sum = row_sum[r];
@@ -380,23 +396,44 @@ NIMBUS_ALWAYS_INLINE void attention_backward_slice(const AttentionBackwardCall& 
       const int64_t rows = std::min(br, t - i0);
       attention_load_rows(rows_of(call.q, t, i0, d), call.dtype, rows, d, q_block, dp, static_cast<float>(g.scale));
       attention_load_rows(rows_of(call.grad_out, t, i0, dv), call.dtype, rows, dv, grad_out, dvp, 1.0f);
-      attention_gemm<V>(rows, bc, d, q_block, dp, key_t, bc, probabilities, bc, false);
+      // Query i0 + r sees keys j0 + c for c < visible(r): on a causal diagonal block the products run
+      // over the visible part only, in bands of kAttentionBand rows (scores up to the band's last row,
+      // whole vectors); everything outside is zero in p and ds.
+      const auto visible = [&](int64_t r) { return g.causal ? std::clamp<int64_t>(i0 + r - j0 + 1, 0, keys) : keys; };
+      const auto computed_columns = [&](int64_t r) { return attention_padded(visible(r)); };
+      for (int64_t r0 = 0; r0 < rows; r0 += kAttentionBand) {
+        const int64_t m = std::min(kAttentionBand, rows - r0), n = computed_columns(r0 + m - 1);
+        attention_gemm<V>(m, n, d, q_block + r0 * dp, dp, key_t, bc, probabilities + r0 * bc, bc, false);
+        attention_gemm<V>(m, n, dv, grad_out + r0 * dvp, dvp, value_t, bc, grad_scores + r0 * bc, bc, false);
+      }
       attention_mask_scores(g, static_cast<const Mask*>(call.mask), bh, i0, rows, j0, keys, probabilities);
-      attention_gemm<V>(rows, bc, dv, grad_out, dvp, value_t, bc, grad_scores, bc, false);
       for (int64_t r = 0; r < rows; ++r) {
         constexpr int64_t kLanes = simd::kLanesOf<V>;
         float *p = probabilities + r * bc, *ds = grad_scores + r * bc;
         const float row_lse = lse[i0 + r], row_delta = delta[i0 + r];
-        for (int64_t c = 0; c < bc; c += kLanes) {
+        const int64_t n = std::min(bc, computed_columns(r));
+        for (int64_t c = 0; c < n; c += kLanes) {
           const V pv = attention_exp(simd::load<V>(p + c) - row_lse);
           simd::store(p + c, pv);
           simd::store(ds + c, pv * (simd::load<V>(ds + c) - row_delta));
         }
+        std::fill(p + n, p + bc, 0.0f);
+        std::fill(ds + n, ds + bc, 0.0f);
       }
-      // pᵀ and dsᵀ read in place, over the block's `rows` queries only.
-      attention_gemm<V, true>(bc, dvp, rows, probabilities, bc, grad_out, dvp, grad_v, dvp, true);
-      attention_gemm<V, true>(bc, dp, rows, grad_scores, bc, q_block, dp, grad_k, dp, true);
-      attention_gemm<V>(rows, dp, bc, grad_scores, bc, k_block, dp, grad_q + i0 * dp, dp, true);
+      // pᵀ and dsᵀ read in place; key j0 + c gets nothing from the queries before the first that sees it.
+      for (int64_t c0 = 0; c0 < keys; c0 += kAttentionBand) {
+        const int64_t m = std::min(kAttentionBand, keys - c0);
+        const int64_t first = g.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, rows) : 0;
+        attention_gemm<V, true>(m, dvp, rows - first, probabilities + first * bc + c0, bc, grad_out + first * dvp, dvp,
+                                grad_v + c0 * dvp, dvp, true);
+        attention_gemm<V, true>(m, dp, rows - first, grad_scores + first * bc + c0, bc, q_block + first * dp, dp,
+                                grad_k + c0 * dp, dp, true);
+      }
+      for (int64_t r0 = 0; r0 < rows; r0 += kAttentionBand) {
+        const int64_t m = std::min(kAttentionBand, rows - r0);
+        attention_gemm<V>(m, dp, visible(r0 + m - 1), grad_scores + r0 * bc, bc, k_block, dp, grad_q + (i0 + r0) * dp,
+                          dp, true);
+      }
     }
     attention_store_rows(grad_k, dp, keys, d, 1.0f, call.dtype,
                          static_cast<std::byte*>(call.grad_k) + (bh * g.keys + j0) * d * element);
