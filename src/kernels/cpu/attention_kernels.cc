@@ -119,12 +119,14 @@ NIMBUS_ALWAYS_INLINE void attention_load_rows(const void* src, DType dtype, int6
   for (int64_t r = 0; r < rows; ++r) {
     float* out = dst + r * ld;
     if (dtype == DType::kF32) {
-      std::memcpy(out, static_cast<const float*>(src) + r * cols, static_cast<size_t>(cols) * sizeof(float));
+      // An inline loop, not memcpy: rows are a head's few features, where a call costs more than the copy.
+      const float* in = static_cast<const float*>(src) + r * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = in[c] * factor;
     } else {
       widen(dtype, static_cast<const std::byte*>(src) + r * cols * dtype_size(dtype), out, cols);
-    }
-    if (factor != 1.0f) {
-      for (int64_t c = 0; c < cols; ++c) out[c] *= factor;
+      if (factor != 1.0f) {
+        for (int64_t c = 0; c < cols; ++c) out[c] *= factor;
+      }
     }
     std::fill(out + cols, out + ld, 0.0f);
   }
