@@ -115,15 +115,17 @@ class DenseLayer : public LayerImpl {
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, bool) override {
     const Tensor& x = inputs[0];
-    // Inputs of rank > 2 run as (rows, features) until the end, so that the graph's epilogue fusion
-    // sees matmul -> add(bias) -> activation and gives the bias to the product (fused_matmul).
+    // Inputs of rank > 2 run as (rows, features) through the bias, so that the graph's epilogue fusion sees
+    // matmul -> add(bias) and gives the bias to the product (fused_matmul). The activation follows the
+    // reshape back, as before: fusing it too is left to rank-2 inputs (a device may lack the fused form).
     Tensor y = matmul(x.rank() == 2 ? x : reshape(x, std::vector<int64_t>{-1, x.dim(-1)}), kernel_.value());
     if (options_.use_bias) y = y + bias_.value();
-    y = apply_activation(options_.activation, y);
-    if (x.rank() == 2) return {y};
-    Shape out_shape = x.shape();
-    out_shape[-1] = units_;
-    return {reshape(y, out_shape)};
+    if (x.rank() > 2) {
+      Shape out_shape = x.shape();
+      out_shape[-1] = units_;
+      y = reshape(y, out_shape);
+    }
+    return {apply_activation(options_.activation, y)};
   }
 
  private:
