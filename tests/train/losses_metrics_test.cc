@@ -99,6 +99,33 @@ TEST(Losses, GradientsMatchFiniteDifferences) {
   }
 }
 
+// A language model's logits (batch, time, classes): one loss per token, averaged, through the fused op
+// and its gradient op (the reference kernels in f64, the vectorized ones in f32).
+TEST(Losses, SparseCategoricalCrossentropyOverTokens) {
+  const std::vector<double> logits_values = {2.0, -1.0, 0.5, 0.1, 0.2, 3.0, -0.4, 1.5, 0.0, 0.7, -2.0, 1.1};
+  const std::vector<int64_t> label_values = {0, 2, 1, 0};
+  Variable logits(Tensor::from_vector<double>(logits_values, {2, 2, 3}), "logits");
+  const Tensor labels = Tensor::from_vector<int64_t>(label_values, {2, 2});
+  const auto loss = train::SparseCategoricalCrossentropy({.from_logits = true});
+  double expected = 0;
+  for (size_t token = 0; token < 4; ++token) {
+    expected -= log_softmax_row(logits_values, token, 3)[size_t(label_values[token])] / 4;
+  }
+  GradientTape tape;
+  const Tensor value = loss(labels, logits.value());
+  EXPECT_NEAR(value.item<double>(), expected, 1e-14);
+  const Tensor grad = tape.gradient(value, std::vector<Variable>{logits})[0];
+  const auto numeric = numeric_gradient(logits, [&] { return loss(labels, logits.value()).item<double>(); });
+  EXPECT_LT(relative_error(values_of(grad), numeric), 1e-7);
+
+  Variable logits_f32(logits.value().to(DType::kF32), "logits_f32");
+  GradientTape tape_f32;
+  const Tensor value_f32 = loss(labels, logits_f32.value());
+  EXPECT_NEAR(value_f32.item<double>(), expected, 1e-6);
+  const Tensor grad_f32 = tape_f32.gradient(value_f32, std::vector<Variable>{logits_f32})[0];
+  EXPECT_LT(relative_error(values_of(grad_f32.to(DType::kF64)), values_of(grad)), 1e-6);
+}
+
 TEST(Metrics, AccuracyVariantsAndTopK) {
   const Tensor logits = Tensor::from_vector<float>({0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f, 0.2f, 0.3f, 0.5f}, {3, 3});
   const Tensor labels = Tensor::from_vector<uint8_t>({1, 2, 2}, {3});
