@@ -38,7 +38,9 @@ bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
-const std::vector<Shape> kShapes = {{7, 5}, {5}, {3, 4, 2}, {1}, {64, 33}};
+// {150, 257} takes the CPU kernel past one thread's share (kMemoryBoundGrain): the split of all the weights'
+// elements then falls inside it, and the second thread's range runs on into the next weight.
+const std::vector<Shape> kShapes = {{7, 5}, {5}, {3, 4, 2}, {1}, {150, 257}, {64, 33}};
 constexpr int kSteps = 5;
 
 std::vector<Variable> make_variables(DType dtype = DType::kF32) {
