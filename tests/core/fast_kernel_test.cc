@@ -11,9 +11,11 @@
 #include <limits>
 
 #include "nimbus/device/backend.h"
+#include "nimbus/device/runtime.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
 #include "src/kernels/cpu/simd.h"
@@ -155,6 +157,21 @@ TEST(FastKernels, WhereSelectsBitsExactly) {
   expect_where_selects_bits(DType::kF64, f64);
   expect_where_selects_bits(DType::kI32, i32);
   expect_where_selects_bits(DType::kI64, i64);
+}
+
+// The smallest products run on the calling thread (onednn_matmul.cc): on both of oneDNN's paths (sgemm for
+// a plain matmul, a primitive for fused_matmul) the result matches the reference kernel and the compute
+// threads are what they were before the call.
+TEST(FastKernels, SmallMatmulsMatchTheReferenceAndKeepTheThreadCount) {
+  const int threads = compute_threads();
+  const Tensor a = uniform({64, 40}, -1, 1), b = uniform({40, 10}, -1, 1), bias = uniform({10}, -1, 1);
+  const Tensor product = matmul(a, b), fused = fused_matmul(a, b, bias, "relu");
+  const Tensor transposed = matmul(b, a, true, true);
+  EXPECT_EQ(compute_threads(), threads);
+  ReferenceKernelsScope reference;
+  EXPECT_TRUE(compare_tensors(product, matmul(a, b), 1e-5).ok);
+  EXPECT_TRUE(compare_tensors(fused, fused_matmul(a, b, bias, "relu"), 1e-5).ok);
+  EXPECT_TRUE(compare_tensors(transposed, matmul(b, a, true, true), 1e-5).ok);
 }
 
 TEST(FastKernels, CastsToF32MatchReference) {
