@@ -400,6 +400,14 @@ uint64_t BfcAllocator::trim() {
   return release_free_regions();
 }
 
+bool BfcAllocator::reserve(size_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (bytes > std::numeric_limits<size_t>::max() / 2) return false;
+  const size_t size = round_up(std::max<size_t>(bytes, 1), kGranule);
+  free_completed_pending();
+  return find_fit(size) != kNoChunk || grow(size);
+}
+
 void BfcAllocator::configure(const MemoryOptions& options) {
   validate_memory_options(options);
   std::lock_guard lock(mutex_);

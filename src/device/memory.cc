@@ -106,6 +106,8 @@ uint64_t memory_capacity(Device device) { return bfc_allocator_for(device).capac
 
 uint64_t trim_memory(Device device) { return bfc_allocator_for(device).trim(); }
 
+bool reserve_memory(Device device, uint64_t bytes) { return bfc_allocator_for(device).reserve(bytes); }
+
 std::string memory_summary(Device device) { return bfc_allocator_for(device).summary(); }
 
 }  // namespace nimbus

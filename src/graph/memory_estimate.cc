@@ -19,6 +19,10 @@ uint64_t MemoryEstimate::total() const {
          workspace_bytes + input_bytes + output_bytes + framework_reserve_bytes;
 }
 
+uint64_t MemoryEstimate::step_bytes() const {
+  return gradient_bytes + activation_bytes + workspace_bytes + input_bytes + output_bytes;
+}
+
 std::string MemoryEstimate::to_string() const {
   const std::vector<std::pair<const char*, uint64_t>> terms = {{"parameters", parameter_bytes},
                                                                {"gradients", gradient_bytes},

@@ -32,8 +32,10 @@ const OpSchema& kRelu = define_op({
           // From the output (y > 0 exactly where x > 0), as torch does: the
           // input then has no reader but relu, so graph fusion can fold it into
           // the op that computes it (a matmul's or convolution's post-op).
+          // A rank-0 zero, which the comparison and the select broadcast: no zero tensor to fill and read.
           const Tensor g = ctx.grad_output(0);
-          return std::vector<Tensor>{where(greater(ctx.outputs[0], zeros_like(ctx.outputs[0])), g, zeros_like(g))};
+          const Tensor zero = scalar_like(g, 0);
+          return std::vector<Tensor>{where(greater(ctx.outputs[0], zero), g, zero)};
         },
 });
 // NaN stays NaN (as in torch and TensorFlow): a diverged value must not turn into a zero.

@@ -106,10 +106,11 @@ nlohmann::json run_config(const nlohmann::json& config, std::ostream& out, const
     for (const auto& [name, value] : fields.items()) line[name] = value;
   });
   const std::string oom_checkpoint = run.oom_checkpoint();
+  const uint64_t step_bytes = memory.step.memory.step_bytes();
   const History history =
       train_data.pipeline
-          ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, oom_checkpoint)
-          : fit_saving_on_out_of_memory(trainer, train_data.x, train_data.y, fit, config, oom_checkpoint);
+          ? fit_saving_on_out_of_memory(trainer, *train_data.pipeline, fit, config, step_bytes, oom_checkpoint)
+          : fit_saving_on_out_of_memory(trainer, train_data.x, train_data.y, fit, config, step_bytes, oom_checkpoint);
   Json extra = {{"run_dir", run.path()},
                 {"device_reason", checked.device.reason},
                 {"micro_batch", memory.micro_batch()},

@@ -167,9 +167,15 @@ MemoryDecision largest_batch_that_fits(Trainer& trainer, const Tensor& x, const 
                                 format_bytes(step.memory.total()), format_bytes(static_cast<uint64_t>(per_sample)))};
 }
 
+// Before each epoch, one block for the step's allocations (the check counted them as one); after each, with
+// runtime.memory.trim_between_epochs, the step arenas released and the device trimmed.
 class MemoryEpochCallback : public Callback {
  public:
-  MemoryEpochCallback(bool trim, Device device) : trim_(trim), device_(device) {}
+  MemoryEpochCallback(bool trim, Device device, uint64_t step_bytes)
+      : trim_(trim), device_(device), step_bytes_(step_bytes) {}
+  void on_epoch_begin(Trainer&, int) override {
+    if (step_bytes_ > 0) reserve_memory(device_, step_bytes_);
+  }
   void on_epoch_end(Trainer& trainer, int epoch, const Logs&) override {
     epochs_done_ = epoch;
     if (!trim_) return;
@@ -181,6 +187,7 @@ class MemoryEpochCallback : public Callback {
  private:
   bool trim_;
   Device device_;
+  uint64_t step_bytes_;
   int epochs_done_ = 0;
 };
 
@@ -282,11 +289,11 @@ MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const 
 namespace {
 
 // `fit` with runtime.memory.trim_between_epochs applied, and a checkpoint written on OutOfMemory.
-History fit_saving(Trainer& trainer, FitOptions options, const nlohmann::json& config,
+History fit_saving(Trainer& trainer, FitOptions options, const nlohmann::json& config, uint64_t step_bytes,
                    const std::string& checkpoint_path, const std::function<History(const FitOptions&)>& fit) {
   const Json& runtime = config.at("runtime");
   const bool trim = runtime.contains("memory") && runtime["memory"].value("trim_between_epochs", false);
-  auto epochs = std::make_shared<MemoryEpochCallback>(trim, trainer.device());
+  auto epochs = std::make_shared<MemoryEpochCallback>(trim, trainer.device(), step_bytes);
   options.callbacks.push_back(epochs);
   try {
     return fit(options);
@@ -307,14 +314,16 @@ History fit_saving(Trainer& trainer, FitOptions options, const nlohmann::json& c
 }  // namespace
 
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
-                                    const nlohmann::json& config, const std::string& checkpoint_path) {
-  return fit_saving(trainer, std::move(options), config, checkpoint_path,
+                                    const nlohmann::json& config, uint64_t step_bytes,
+                                    const std::string& checkpoint_path) {
+  return fit_saving(trainer, std::move(options), config, step_bytes, checkpoint_path,
                     [&](const FitOptions& o) { return trainer.fit(x, y, o); });
 }
 
 History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, FitOptions options,
-                                    const nlohmann::json& config, const std::string& checkpoint_path) {
-  return fit_saving(trainer, std::move(options), config, checkpoint_path,
+                                    const nlohmann::json& config, uint64_t step_bytes,
+                                    const std::string& checkpoint_path) {
+  return fit_saving(trainer, std::move(options), config, step_bytes, checkpoint_path,
                     [&](const FitOptions& o) { return trainer.fit(dataset, o); });
 }
 

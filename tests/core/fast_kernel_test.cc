@@ -8,11 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "nimbus/device/backend.h"
+#include "nimbus/device/runtime.h"
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/elementwise.h"
+#include "nimbus/ops/linalg.h"
 #include "nimbus/ops/registry.h"
 #include "op_harness.h"
 #include "src/kernels/cpu/simd.h"
@@ -112,6 +115,63 @@ TEST(FastKernels, F64MatchesReference) {
     }
   }
   expect_f64_matches_reference("where", {positive(a), a, b});
+}
+
+// where selects bits under a mask (no branch per element): NaN payloads, signed zeros, infinities and
+// the integer dtypes come through as they are, with a rank-0 operand broadcast as a relu gradient's zero.
+template <typename T>
+void expect_where_selects_bits(DType dtype, const std::vector<T>& a_values) {
+  SCOPED_TRACE(dtype_name(dtype));
+  const int64_t n = static_cast<int64_t>(a_values.size());
+  std::vector<uint8_t> flags(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) flags[static_cast<size_t>(i)] = (i * 7 + i / 3) % 5 < 2 ? 1 : 0;
+  const Tensor cond = Tensor::from_vector<uint8_t>(flags, {n}).to(DType::kBool);
+  const Tensor a = Tensor::from_vector<T>(a_values, {n});
+  std::vector<T> b_values(a_values.rbegin(), a_values.rend());
+  const Tensor b = Tensor::from_vector<T>(b_values, {n});
+  const Tensor zero = scalar_like(a, 0);
+  const Tensor selected = where(cond, a, b), with_zero = where(cond, a, zero);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    const T expected = flags[k] ? a_values[k] : b_values[k];
+    const T expected_with_zero = flags[k] ? a_values[k] : T(0);
+    EXPECT_EQ(std::memcmp(&selected.data<T>()[i], &expected, sizeof(T)), 0) << "element " << i;
+    EXPECT_EQ(std::memcmp(&with_zero.data<T>()[i], &expected_with_zero, sizeof(T)), 0) << "element " << i;
+  }
+}
+
+TEST(FastKernels, WhereSelectsBitsExactly) {
+  std::vector<float> f32;
+  std::vector<double> f64;
+  std::vector<int32_t> i32;
+  std::vector<int64_t> i64;
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::denorm_min(), 3.5f};
+  for (int i = 0; i < 1000; ++i) {  // past a vector's width and a row of the broadcast layout
+    f32.push_back(i % 7 == 0 ? specials[i / 7 % 5] : float(i) - 500.5f);
+    f64.push_back(i % 7 == 0 ? -0.0 : double(i) * 1e300);
+    i32.push_back(i % 2 ? std::numeric_limits<int32_t>::min() + i : i);
+    i64.push_back(i % 2 ? std::numeric_limits<int64_t>::max() - i : -i);
+  }
+  expect_where_selects_bits(DType::kF32, f32);
+  expect_where_selects_bits(DType::kF64, f64);
+  expect_where_selects_bits(DType::kI32, i32);
+  expect_where_selects_bits(DType::kI64, i64);
+}
+
+// The smallest products run on the calling thread (onednn_matmul.cc): on both of oneDNN's paths (sgemm for
+// a plain matmul, a primitive for fused_matmul) the result matches the reference kernel and the compute
+// threads are what they were before the call.
+TEST(FastKernels, SmallMatmulsMatchTheReferenceAndKeepTheThreadCount) {
+  const int threads = compute_threads();
+  const Tensor a = uniform({64, 40}, -1, 1), b = uniform({40, 10}, -1, 1), bias = uniform({10}, -1, 1);
+  const Tensor product = matmul(a, b), fused = fused_matmul(a, b, bias, "relu");
+  const Tensor transposed = matmul(b, a, true, true);
+  EXPECT_EQ(compute_threads(), threads);
+  ReferenceKernelsScope reference;
+  EXPECT_TRUE(compare_tensors(product, matmul(a, b), 1e-5).ok);
+  EXPECT_TRUE(compare_tensors(fused, fused_matmul(a, b, bias, "relu"), 1e-5).ok);
+  EXPECT_TRUE(compare_tensors(transposed, matmul(b, a, true, true), 1e-5).ok);
 }
 
 TEST(FastKernels, CastsToF32MatchReference) {

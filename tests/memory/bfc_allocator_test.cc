@@ -242,6 +242,51 @@ TEST(BfcAllocator, FreeRegionsMakeRoomUnderTheLimit) {
   a->deallocate(z, 5 * MiB);
 }
 
+// A step's pieces (a 5 MiB batch, then a 6 MiB arena) under a 20 MiB limit, with 7 MiB held in a region
+// of 8: grown one by one, the batch takes a region of 8 MiB (as large as all held) and leaves 4 MiB of room
+// for the arena; reserved together, one region of 12 MiB holds both.
+TEST(BfcAllocator, ReserveMakesOneBlockForPiecesThatGrowthWouldScatter) {
+  for (const bool reserve : {false, true}) {
+    SCOPED_TRACE(reserve ? "reserved" : "grown piece by piece");
+    Fixture a({.limit = 20 * MiB});
+    void* held = a->allocate(7 * MiB);
+    ASSERT_EQ(a->stats().bytes_reserved, 8 * MiB);
+    if (reserve) {
+      EXPECT_TRUE(a->reserve(11 * MiB));
+      EXPECT_EQ(a->stats().bytes_reserved, 20 * MiB);
+      EXPECT_EQ(a->stats().bytes_in_use, 7 * MiB) << "a reservation is free memory";
+      EXPECT_TRUE(a->reserve(11 * MiB));
+      EXPECT_EQ(a.counts->allocations, 2) << "a free block that holds it already serves a second reservation";
+    }
+    void* batch = a->allocate(5 * MiB);
+    if (reserve) {
+      void* arena = a->allocate(6 * MiB);
+      a->deallocate(arena, 6 * MiB);
+    } else {
+      EXPECT_THROW(a->allocate(6 * MiB), OutOfMemory);
+    }
+    a->deallocate(batch, 5 * MiB);
+    a->deallocate(held, 7 * MiB);
+    a->check_consistency();
+  }
+}
+
+TEST(BfcAllocator, ReserveBeyondTheRoomChangesNothingAndThrowsNothing) {
+  Fixture growth({.limit = 10 * MiB});
+  void* held = growth->allocate(MiB);
+  EXPECT_FALSE(growth->reserve(9 * MiB)) << "2 MiB reserved, 8 MiB of room";
+  EXPECT_EQ(growth->stats().bytes_reserved, 2 * MiB);
+  EXPECT_EQ(growth->stats().num_ooms, 0u);
+  growth->deallocate(held, MiB);
+  EXPECT_TRUE(growth->reserve(9 * MiB)) << "the fully free region is handed back to make room";
+  EXPECT_EQ(growth->stats().bytes_reserved, 10 * MiB);
+
+  Fixture preallocated({.mode = MemoryMode::kPreallocate, .fraction = 0.5}, 16 * MiB);
+  EXPECT_TRUE(preallocated->reserve(8 * MiB));
+  EXPECT_FALSE(preallocated->reserve(9 * MiB));
+  EXPECT_EQ(preallocated.counts->allocations, 1) << "preallocate never grows";
+}
+
 TEST(BfcAllocator, SmallerRegionWhenTheDeviceRefusesALargeOne) {
   Fixture a({}, 10 * MiB);
   void* x = a->allocate(3 * MiB);        // region of 4 MiB

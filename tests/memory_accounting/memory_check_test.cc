@@ -209,7 +209,7 @@ TEST_F(MemoryCheck, OutOfMemoryDuringTheRunWritesACheckpointAndSaysSo) {
   const std::string checkpoint = (dir_ / "oom.safetensors").string();
   train::FitOptions options{.epochs = 1, .batch_size = 512, .verbose = 0};
   try {
-    train::fit_saving_on_out_of_memory(trainer, x, y, options, limited, checkpoint);
+    train::fit_saving_on_out_of_memory(trainer, x, y, options, limited, step.memory.step_bytes(), checkpoint);
     FAIL() << "the step fitted under " << limit << " bytes";
   } catch (const OutOfMemory& e) {
     EXPECT_NE(e.message().find("cannot allocate"), std::string::npos) << e.message();
@@ -285,9 +285,11 @@ TEST_F(MemoryCheck, TrimBetweenEpochsHandsTheStepArenaBack) {
   const Tensor x = random_uniform({kSamples, 28, 28, 1}, 0, 1, DType::kF32, Device::cpu(), &generator);
   const Tensor y = zeros({kSamples}, DType::kU8);
   const train::FitOptions options{.epochs = 2, .batch_size = 256, .verbose = 0};
+  const uint64_t step_bytes = train::analyze_train_step(base, 256).memory.step_bytes();
   auto in_use_after_fit = [&](const nlohmann::json& config) {
     train::Trainer trainer = train::compile_from_config(train::model_from_train_config(config), config);
-    train::fit_saving_on_out_of_memory(trainer, x, y, options, config, (dir_ / "unused.safetensors").string());
+    train::fit_saving_on_out_of_memory(trainer, x, y, options, config, step_bytes,
+                                       (dir_ / "unused.safetensors").string());
     return memory_stats(Device::cpu()).bytes_in_use;
   };
   const uint64_t kept = in_use_after_fit(config({"fit.batch_size=256"}));

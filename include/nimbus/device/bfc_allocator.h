@@ -116,6 +116,13 @@ class BfcAllocator final : public Allocator {
   // Hands fully free regions back to the sub-allocator (in growth mode) and
   // returns the bytes released.
   uint64_t trim();
+  // Makes one free block of at least `bytes` for allocations that will take it in pieces (a training
+  // step's batch, arena and scratch): when no free block is that large, growth mode adds a region for
+  // it, as a request of `bytes` would. Each piece grown on its own would take a region as large as
+  // everything held, and under a limit that spends room a later, larger piece needs. Returns whether
+  // such a block exists now (false in preallocate mode when its region has none, or when the limit or
+  // the device leaves no room: nothing is thrown, the pieces are served as they come).
+  bool reserve(size_t bytes);
   // A table of the statistics like PyTorch's torch.cuda.memory_summary().
   std::string summary() const;
   // Walks every region and bin and throws InternalError on a broken invariant

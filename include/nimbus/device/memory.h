@@ -67,6 +67,9 @@ uint64_t memory_capacity(Device device);
 // Hands the device's fully free regions back to the system; returns the bytes
 // released. Preallocate mode keeps its region.
 uint64_t trim_memory(Device device);
+// Makes one free block of `bytes` on the device for allocations that take it in pieces
+// (BfcAllocator::reserve); returns whether there is one.
+bool reserve_memory(Device device, uint64_t bytes);
 std::string memory_summary(Device device);
 
 }  // namespace nimbus

@@ -51,6 +51,9 @@ struct MemoryEstimate {
   uint64_t framework_reserve_bytes = 0;
 
   uint64_t total() const;
+  // What the step allocates while it runs: the arena, the workspace, the inputs and the outputs (the
+  // total less the variables and the framework's reserve).
+  uint64_t step_bytes() const;
   // "parameters 1.6 MiB + gradients 1.6 MiB + ... = 9.4 MiB" (the zero terms left out).
   std::string to_string() const;
 };

@@ -63,13 +63,17 @@ struct MemoryDecision {
 MemoryDecision check_memory_before_fit(Trainer& trainer, const Tensor& x, const Tensor& y, const nlohmann::json& config,
                                        std::ostream& out, const AssumedDevices* assumed = nullptr);
 
-// trainer.fit, with runtime.memory.trim_between_epochs applied (the step arenas released and the
-// trainer's device trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path`
-// when it can and rethrows with the checkpoint named in the hint.
+// trainer.fit, with one block of `step_bytes` (the checked step's MemoryEstimate::step_bytes(); 0: none)
+// reserved on the trainer's device before each epoch, as the check counted the step's allocations
+// (reserve_memory), and runtime.memory.trim_between_epochs applied (the step arenas released and the
+// device trimmed after each epoch); on OutOfMemory it writes a checkpoint to `checkpoint_path` when it
+// can and rethrows with the checkpoint named in the hint.
 History fit_saving_on_out_of_memory(Trainer& trainer, const Tensor& x, const Tensor& y, FitOptions options,
-                                    const nlohmann::json& config, const std::string& checkpoint_path);
+                                    const nlohmann::json& config, uint64_t step_bytes,
+                                    const std::string& checkpoint_path);
 // The same for trainer.fit(dataset).
 History fit_saving_on_out_of_memory(Trainer& trainer, const data::Dataset& dataset, FitOptions options,
-                                    const nlohmann::json& config, const std::string& checkpoint_path);
+                                    const nlohmann::json& config, uint64_t step_bytes,
+                                    const std::string& checkpoint_path);
 
 }  // namespace nimbus::train

@@ -161,7 +161,7 @@ struct AdamOptions {
   std::optional<double> clipnorm{};
   std::optional<double> global_clipnorm{};
   // Fused update (adam_update): unset, where the op has a kernel faster than its reference loop for
-  // the variables' device and dtype (f32 on CUDA; f32 and f64 on the CPU, eager steps only); true, wherever it has a
+  // the variables' device and dtype (f32 and f64 on the CPU, f32 on CUDA); true, wherever it has a
   // kernel (InvalidArgument for f16 / bf16 variables); false, never.
   std::optional<bool> fused{};
 };

@@ -9,7 +9,9 @@
 // contiguous or a repeated operand), and the generic broadcast as rows of
 // the same kinds. Results equal the reference kernels' exactly (same
 // expressions, including NaN and signed-zero behaviour of maximum/minimum).
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "nimbus/ops/registry.h"
 #include "src/kernels/cpu/elementwise_loops.h"
@@ -146,10 +148,19 @@ const bool kComparisonsRegistered = register_comparison("equal", [](auto a, auto
 
 // ---- where(cond, a, b) ----
 
+// As bits under a mask, all ones where cond holds: `cond ? a : b` would compile to a branch per element
+// (a relu gradient's mask is as good as random), the mask to vector ands.
 template <int C, int A, int B, typename T>
 void select_row(const bool* cond, const T* a, const T* b, T* out, int64_t n) {
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  static_assert(sizeof(T) == sizeof(Bits));
+  const auto* flags = reinterpret_cast<const uint8_t*>(cond);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = cond[i * C] ? a[i * A] : b[i * B];
+  for (int64_t i = 0; i < n; ++i) {
+    const Bits mask = Bits{0} - Bits{flags[i * C]};
+    out[i] = std::bit_cast<T>(
+        static_cast<Bits>((std::bit_cast<Bits>(a[i * A]) & mask) | (std::bit_cast<Bits>(b[i * B]) & ~mask)));
+  }
 }
 
 // The row function for each combination of inner strides (cond, a, b), indexed by 4 C + 2 A + B.

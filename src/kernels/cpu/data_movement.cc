@@ -22,8 +22,10 @@ using internal::AxisSplit;
 
 // Above the reference, below vendor primitives.
 constexpr int kMemcpyPriority = 50;
-// Fewer bytes than this per task and starting threads costs more than copying.
-constexpr int64_t kBytesPerTask = 64 * 1024;
+// Fewer bytes than this per task and starting threads costs more than copying: the bytes of
+// kMemoryBoundGrain floats, as for the other memory-bound kernels (a batch-32 MLP batch, 32 rows of
+// 3,136 bytes, is gathered on the calling thread).
+constexpr int64_t kBytesPerTask = kMemoryBoundGrain * static_cast<int64_t>(sizeof(float));
 
 int64_t grain_for(int64_t run_bytes) { return std::max<int64_t>(1, kBytesPerTask / std::max<int64_t>(run_bytes, 1)); }
 

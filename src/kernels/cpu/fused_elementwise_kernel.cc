@@ -188,7 +188,11 @@ void fused_kernel(KernelContext& ctx) {
   }
 
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  parallel_for(blocks, 1, [&](int64_t first_block, int64_t last_block) {
+  // Blocks per thread below which the program stays on the calling thread: a short program is a
+  // memory-bound pass (kMemoryBoundGrain elements per fork), a long one forks from a block on (a
+  // relu gradient's two instructions over 32 x 512 elements stay on one thread).
+  const int64_t grain = std::max<int64_t>(1, kMemoryBoundGrain / (kBlock * static_cast<int64_t>(temps)));
+  parallel_for(blocks, grain, [&](int64_t first_block, int64_t last_block) {
     const std::shared_ptr<Storage>& scratch = thread_scratch(scratch_bytes);
     auto* scratch_bytes_at = static_cast<std::byte*>(scratch->data());
     std::vector<TensorImpl> input_views(inputs), temp_views(temps);

@@ -2,12 +2,14 @@
 // dtype, bias, activation), created once and cached, so a training step pays
 // only for execution. fused_matmul's bias and activation are the primitive's
 // bias operand and eltwise post-op, applied while the output is in cache.
-// Small 2-D float32 matmuls call oneDNN's sgemm instead (see small_sgemm).
+// Small 2-D float32 matmuls call oneDNN's sgemm instead (see small_sgemm), and
+// the smallest products of either path run on the calling thread.
 
 #include <fmt/format.h>
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -15,6 +17,7 @@
 #include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "src/kernels/cpu/onednn.h"
+#include "src/kernels/cpu/parallel.h"
 
 namespace nimbus::cpu {
 namespace {
@@ -88,19 +91,30 @@ const CachedMatmul& get_matmul(const Key& key, const internal::MatmulGeometry& g
   return cache.emplace(key, std::move(entry)).first->second;
 }
 
+// Up to this many multiply-adds (about 12 us on one AVX-512 core) a product runs on the calling thread:
+// splitting it saves less than waking a sleeping worker and joining it costs (the MLP's last layer and
+// its gradients at batch 256: 256 x 256 x 10).
+constexpr int64_t kCallingThreadWork = int64_t{1} << 20;
+
+int64_t multiply_adds(const internal::MatmulGeometry& g) { return g.batch * g.m * g.n * g.k; }
+
 // matmul, or fused_matmul with its bias (input 2) and activation.
 void onednn_matmul(KernelContext& ctx) {
   const Tensor& a = ctx.inputs[0];
   const Tensor& b = ctx.inputs[1];
   const bool fused = ctx.inputs.size() == 3;
+  const bool transpose_a = ctx.attrs.get_bool("transpose_a"), transpose_b = ctx.attrs.get_bool("transpose_b");
+  const internal::MatmulGeometry g(a.shape(), b.shape(), transpose_a, transpose_b);
+  // Before the key: its owner's thread budget then makes a primitive for one thread.
+  std::optional<CallingThreadOnly> calling_thread;
+  if (multiply_adds(g) <= kCallingThreadWork) calling_thread.emplace();
   const Key key{a.shape().to_vector(),
                 b.shape().to_vector(),
-                ctx.attrs.get_bool("transpose_a"),
-                ctx.attrs.get_bool("transpose_b"),
+                transpose_a,
+                transpose_b,
                 a.dtype(),
                 fused,
                 fused ? fused_activation_of(ctx.attrs) : Activation::kLinear};
-  const internal::MatmulGeometry g(a.shape(), b.shape(), key.transpose_a, key.transpose_b);
   const CachedMatmul& mm = get_matmul(key, g);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(mm.a, dnnl_engine(), a.raw_data())},
                                        {DNNL_ARG_WEIGHTS, memory(mm.b, dnnl_engine(), b.raw_data())},
@@ -136,6 +150,8 @@ void small_sgemm(KernelContext& ctx) {
   const bool transpose_a = ctx.attrs.get_bool("transpose_a");
   const bool transpose_b = ctx.attrs.get_bool("transpose_b");
   const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
+  std::optional<CallingThreadOnly> calling_thread;
+  if (c.numel() * k <= kCallingThreadWork) calling_thread.emplace();
   // Row-major, so each leading dimension is the stored row length whatever the transpose.
   const dnnl_status_t status =
       dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', c.dim(0), c.dim(1), k, 1.0f, a.data<float>(),
