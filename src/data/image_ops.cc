@@ -189,30 +189,43 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
     throw InvalidArgument(
         fmt::format("normalize: {} channels, but {} means and {} standard deviations", c, mean.size(), std.size()));
   }
-  // One pass, value * scale[k] + shift[k], over blocks of 16 pixels whose
-  // per-position scale and shift are precomputed: the inner loop has no
-  // modulo and vectorizes.
-  const bool from_u8 = image.dtype() == DType::kU8;
-  const Tensor source = from_u8 || image.dtype() == DType::kF32 ? image : image.to(DType::kF32);
-  const int64_t block = 16 * c;
-  std::vector<float> scale(static_cast<size_t>(block)), shift(static_cast<size_t>(block));
-  for (int64_t j = 0; j < block; ++j) {
-    const auto k = static_cast<size_t>(j % c);
-    scale[static_cast<size_t>(j)] = (from_u8 ? 1.0f / 255.0f : 1.0f) / std[k];
-    shift[static_cast<size_t>(j)] = -mean[k] / std[k];
+  const float unit = image.dtype() == DType::kU8 ? 1.0f / 255.0f : 1.0f;
+  std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+  for (size_t k = 0; k < scale.size(); ++k) {
+    scale[k] = unit / std[k];
+    shift[k] = -mean[k] / std[k];
   }
-  Tensor out = host_tensor(image.shape(), DType::kF32);
+  return scale_shift_to_f32(image, scale, shift);
+}
+
+Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift) {
+  const auto k = static_cast<int64_t>(scale.size());
+  if (k == 0 || shift.size() != scale.size()) {
+    throw InvalidArgument(fmt::format("scale_shift_to_f32: {} scales and {} shifts", scale.size(), shift.size()));
+  }
+  // Blocks of 16 * k values whose per-position scale and shift are precomputed: the inner loop has no
+  // modulo and vectorizes.
+  const bool from_u8 = values.dtype() == DType::kU8;
+  const Tensor source = from_u8 || values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  const int64_t block = 16 * k;
+  std::vector<float> block_scale(static_cast<size_t>(block)), block_shift(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) {
+    block_scale[static_cast<size_t>(j)] = scale[static_cast<size_t>(j % k)];
+    block_shift[static_cast<size_t>(j)] = shift[static_cast<size_t>(j % k)];
+  }
+  Tensor out = host_tensor(values.shape(), DType::kF32);
   float* dst = out.data<float>();
-  const int64_t n = image.numel();
+  const int64_t n = values.numel();
   auto run = [&](const auto* src) {
     int64_t i = 0;
     for (; i + block <= n; i += block) {
       for (int64_t j = 0; j < block; ++j) {
-        dst[i + j] = static_cast<float>(src[i + j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+        dst[i + j] =
+            static_cast<float>(src[i + j]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
       }
     }
     for (int64_t j = 0; i < n; ++i, ++j) {
-      dst[i] = static_cast<float>(src[i]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+      dst[i] = static_cast<float>(src[i]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
     }
   };
   if (from_u8) {
