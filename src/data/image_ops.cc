@@ -213,7 +213,7 @@ Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale,
     block_scale[static_cast<size_t>(j)] = scale[static_cast<size_t>(j % k)];
     block_shift[static_cast<size_t>(j)] = shift[static_cast<size_t>(j % k)];
   }
-  Tensor out = host_tensor(values.shape(), DType::kF32);
+  Tensor out = detail::element_output_tensor(values.shape(), DType::kF32);
   float* dst = out.data<float>();
   const int64_t n = values.numel();
   auto run = [&](const auto* src) {

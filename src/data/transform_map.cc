@@ -39,6 +39,7 @@ class SequentialMapIterator : public IteratorImpl {
 // takes its result. Shared with pool tasks, so a task that finishes after its
 // iterator is gone writes into a slot nobody reads.
 struct Call {
+  int64_t index = 0;             // in the map's output
   std::optional<Element> input;  // until a pool task takes it
   bool done = false;
   std::optional<Element> result;
@@ -57,6 +58,7 @@ struct Shared {
   bool consumer_waiting = false;
   const Call* awaited = nullptr;  // the call the waiting consumer needs; null: any
   MapFn fn;
+  std::shared_ptr<BatchSlots> batch_slots;  // set when a batch follows: results go into its rows
   std::shared_ptr<NodeStats> stats;
   std::deque<std::shared_ptr<Call>> waiting;  // pulled, in input order, not yet started
   int workers = 0;                            // pool tasks running calls
@@ -85,7 +87,9 @@ void run_calls(const std::shared_ptr<Shared>& shared) {
     std::optional<Element> result;
     std::exception_ptr error;
     try {
+      const BatchRowScope row(shared->batch_slots.get(), call->index);
       result = shared->fn(element);
+      if (shared->batch_slots) result = shared->batch_slots->place(call->index, std::move(*result));
     } catch (...) {
       error = std::current_exception();
     }
@@ -112,7 +116,7 @@ void run_calls(const std::shared_ptr<Shared>& shared) {
 class ParallelMapIterator : public IteratorImpl {
  public:
   ParallelMapIterator(std::shared_ptr<NodeStats> stats, MapFn fn, std::unique_ptr<IteratorImpl> input, int parallelism,
-                      bool deterministic, IteratorContext& ctx)
+                      bool deterministic, std::shared_ptr<BatchSlots> batch_slots, IteratorContext& ctx)
       : IteratorImpl(std::move(stats), /*asynchronous=*/true),
         input_(std::move(input)),
         autotune_(parallelism == kAutotune),
@@ -122,6 +126,7 @@ class ParallelMapIterator : public IteratorImpl {
         cancelled_(ctx.cancelled),
         shared_(std::make_shared<Shared>()) {
     shared_->fn = std::move(fn);
+    shared_->batch_slots = std::move(batch_slots);
     shared_->stats = stats_shared();
     shared_->parallelism = autotune_ ? 1 : parallelism;
     this->stats().parallelism = shared_->parallelism;
@@ -189,6 +194,7 @@ class ParallelMapIterator : public IteratorImpl {
     if (wake_runner) shared_->room.notify_one();
     last_return_ns_ = now_ns();
     if (!call) return std::nullopt;
+    if (shared_->batch_slots) shared_->batch_slots->taken(call->index);
     if (call->error) std::rethrow_exception(call->error);
     return std::move(call->result);
   }
@@ -229,6 +235,7 @@ class ParallelMapIterator : public IteratorImpl {
         start_workers();  // the parallelism may have risen
       }
       auto call = std::make_shared<Call>();
+      call->index = pulled_++;
       const int64_t start = now_ns();
       try {
         call->input = input_->next();
@@ -307,6 +314,7 @@ class ParallelMapIterator : public IteratorImpl {
   std::shared_ptr<std::atomic<bool>> cancelled_;
   std::shared_ptr<Shared> shared_;
   std::deque<std::shared_ptr<Call>> calls_;  // guarded by shared_->mutex
+  int64_t pulled_ = 0;                       // the runner's count of input elements
   bool input_done_ = false;
   bool stop_ = false;
   std::thread runner_;
@@ -329,9 +337,13 @@ class MapNode : public UnaryNode {
   }
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
     auto stats = node_stats(ctx, name_);
+    // Results go into the rows of a batch that follows only when they come in order.
+    std::shared_ptr<BatchSlots> batch_slots;
+    if (ctx.batch_input == this && parallelism_ != 1 && deterministic_) batch_slots = std::move(ctx.batch_slots);
     auto input = make_input_iterator(*input_, ctx);
     if (parallelism_ == 1) return std::make_unique<SequentialMapIterator>(stats, &fn_, std::move(input));
-    return std::make_unique<ParallelMapIterator>(stats, fn_, std::move(input), parallelism_, deterministic_, ctx);
+    return std::make_unique<ParallelMapIterator>(stats, fn_, std::move(input), parallelism_, deterministic_,
+                                                 std::move(batch_slots), ctx);
   }
   int64_t cardinality() const override { return input_->cardinality(); }
   std::string describe() const override {
