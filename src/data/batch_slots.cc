@@ -94,14 +94,14 @@ BatchRowScope::~BatchRowScope() {
   row_claimed = previous_claimed_;
 }
 
-Tensor element_output_tensor(const Shape& shape, DType dtype) {
+ElementOutput element_output_tensor(const Shape& shape, DType dtype) {
   if (row_slots != nullptr && !row_claimed) {
     if (std::optional<Tensor> row = row_slots->first_component_row(row_index, shape, dtype)) {
       row_claimed = true;
-      return std::move(*row);
+      return {std::move(*row), true};
     }
   }
-  return host_tensor(shape, dtype);
+  return {host_tensor(shape, dtype), false};
 }
 
 std::vector<Tensor> BatchSlots::buffers_starting_with(const Element& element) const {

@@ -108,6 +108,7 @@ inline constexpr int64_t kBatchUpfrontBytes = int64_t{64} << 20;
 class BatchSlots {
  public:
   explicit BatchSlots(int64_t batch_size) : batch_size_(batch_size) {}
+  int64_t batch_size() const { return batch_size_; }
   // On a map worker: `element` (the map's output number `index`) copied into its row, returned as
   // views of that row; `element` itself when it does not fit the row.
   Element place(int64_t index, Element element);
@@ -143,7 +144,12 @@ class BatchRowScope {
 // A new host tensor for an image op's result: inside a BatchRowScope, the first one shaped like the
 // batch's row is that row, so the op that makes an element's last value (normalize, a traced map's
 // scale_shift_to_f32) writes it straight into the batch and BatchSlots::place finds it in place.
-Tensor element_output_tensor(const Shape& shape, DType dtype);
+struct ElementOutput {
+  Tensor tensor;
+  // A batch row: the op may write it with streaming stores, as this thread does not read it again.
+  bool batch_row = false;
+};
+ElementOutput element_output_tensor(const Shape& shape, DType dtype);
 
 // Shared by every iterator of one iteration (one Iterator object).
 struct IteratorContext {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nimbus/base/error.h"
@@ -178,9 +179,15 @@ class ParallelMapIterator : public IteratorImpl {
       waited = true;
       shared_->consumer_waiting = true;
       // In order, only the oldest call's result lets the consumer go on.
-      shared_->awaited = deterministic_ && !calls_.empty() ? calls_.front().get() : nullptr;
+      shared_->awaited = deterministic_ ? awaited_call() : nullptr;
+      // After a wake-up for a call other than the oldest, the next call to wait for.
+      const auto ready_or_await_next = [&] {
+        if (ready()) return true;
+        if (deterministic_) shared_->awaited = awaited_call();
+        return false;
+      };
       try {
-        wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready);
+        wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready_or_await_next);
       } catch (...) {
         shared_->consumer_waiting = false;
         throw;
@@ -204,10 +211,32 @@ class ParallelMapIterator : public IteratorImpl {
   // or done and waiting for the consumer (in input order when deterministic).
   // Four times the parallelism: the pool threads always find the next element
   // pulled, and finished results wait while an earlier call still runs.
-  int capacity() const { return 4 * shared_->parallelism; }
+  // Results placed into a batch's rows take no memory of their own: then up to a batch's worth (at
+  // most 64) are in flight, and the runner and the consumer wake up that much less often.
+  int capacity() const {
+    const int calls = 4 * shared_->parallelism;
+    if (!shared_->batch_slots) return calls;
+    return std::max<int>(calls, static_cast<int>(std::min<int64_t>(shared_->batch_slots->batch_size(), 64)));
+  }
   // The runner sleeps until the buffer is down to half, then fills it: one
   // wake-up per capacity() / 2 elements instead of one per element.
   int refill_below() const { return capacity() / 2; }
+
+  // The call whose end wakes the waiting consumer, in input order: the oldest. When results go into
+  // batch rows, the batch takes them all at once anyway: the last call of the front's batch that is
+  // still running (among those pulled), so the consumer wakes about once per batch, not per row.
+  const Call* awaited_call() const {
+    if (calls_.empty()) return nullptr;
+    if (!shared_->batch_slots) return calls_.front().get();
+    const int64_t batch_size = shared_->batch_slots->batch_size();
+    const int64_t batch_end = calls_.front()->index / batch_size * batch_size + batch_size - 1;
+    const Call* last_running = calls_.front().get();
+    for (const auto& call : calls_) {
+      if (call->index > batch_end) break;
+      if (!call->done) last_running = call.get();
+    }
+    return last_running;
+  }
 
   // Starts pool tasks while calls wait, up to the parallelism (one that finds
   // nothing left to run ends at once). The caller holds the mutex.

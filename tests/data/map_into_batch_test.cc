@@ -16,13 +16,15 @@
 namespace nimbus::data {
 namespace {
 
-// An (n, 4, 3, 3) u8 stack whose image i holds i + 7 * position.
+// An (n, 8, 7, 3) u8 stack whose image i holds i + 7 * position: 168 values a row, three of
+// scale_shift_to_f32's blocks of 16 pixels and a tail.
+constexpr int64_t kRowValues = 8 * 7 * 3;
 Tensor images(int64_t n) {
   std::vector<uint8_t> v;
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t p = 0; p < 36; ++p) v.push_back(static_cast<uint8_t>((i + 7 * p) % 256));
+    for (int64_t p = 0; p < kRowValues; ++p) v.push_back(static_cast<uint8_t>((i + 7 * p) % 256));
   }
-  return Tensor::from_vector<uint8_t>(v, {n, 4, 3, 3});
+  return Tensor::from_vector<uint8_t>(v, {n, 8, 7, 3});
 }
 
 std::vector<std::vector<float>> floats(const std::vector<Element>& batches, size_t component) {
@@ -68,11 +70,11 @@ TEST(MapIntoBatch, BatchesEqualTheSequentialMapsAndTheRowsAreWrittenInPlace) {
   EXPECT_EQ(floats(fused, 0), floats(reference, 0));
   EXPECT_EQ(floats(fused, 1), floats(reference, 1));
   // All but the first finished element of each batch (its buffer does not exist yet) were written
-  // straight into their rows.
+  // straight into their rows (with streaming stores: the same floats as the plain loop's, above).
   int in_place = 0;
   for (const Element& batch : fused) {
     for (int64_t row = 0; row < batch[0].dim(0); ++row) {
-      in_place += results.count(static_cast<const char*>(batch[0].raw_data()) + row * 4 * 3 * 3 * 4);
+      in_place += results.count(static_cast<const char*>(batch[0].raw_data()) + row * kRowValues * 4);
     }
   }
   EXPECT_GE(in_place, 70 - 2 * 9);
