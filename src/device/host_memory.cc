@@ -23,11 +23,10 @@ namespace {
 
 constexpr size_t round_up(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
 
-// Blocks from aligned_alloc, freed ones of kMinCachedBytes and more kept by size (up to
-// kCachedBytesMax in all) for the next request of that size.
+// Blocks from aligned_alloc, freed ones kept by size (up to kCachedBytesMax in all) for the next
+// request of that size.
 class HostAllocator final : public Allocator {
  public:
-  static constexpr size_t kMinCachedBytes = size_t{64} << 10;
   static constexpr size_t kCachedBytesMax = size_t{256} << 20;
 
   std::string name() const override { return "host"; }
@@ -87,7 +86,6 @@ class HostAllocator final : public Allocator {
   static size_t block_size(size_t bytes) { return round_up(std::max<size_t>(bytes, 1), kAlignment); }
 
   void* take_cached(size_t size) {
-    if (size < kMinCachedBytes) return nullptr;
     std::lock_guard lock(mutex_);
     auto it = free_.find(size);
     if (it == free_.end() || it->second.empty()) return nullptr;
@@ -98,7 +96,6 @@ class HostAllocator final : public Allocator {
   }
 
   bool keep_cached(void* ptr, size_t size) {
-    if (size < kMinCachedBytes) return false;
     std::lock_guard lock(mutex_);
     if (cached_ + size > kCachedBytesMax) return false;
     free_[size].push_back(ptr);
