@@ -99,10 +99,10 @@ TEST_F(HostMemory, PipelineBuffersAreHostMemoryAlignedLikeTheDevices) {
 }
 
 TEST_F(HostMemory, FreedBlocksAreKeptForTheNextOfTheirSizeUntilTrimmed) {
-  // Large (a batch) and small (a traced map's window arithmetic: a few bytes, one 64-byte block).
-  for (const int64_t bytes : {int64_t{MiB}, int64_t{16}}) {
+  // Large (a batch, in the lists all threads share), a few KiB (a file's contents, in 1 KiB steps)
+  // and tiny (a traced map's window arithmetic: a 64-byte block), both kept on this thread.
+  for (const auto& [bytes, block] : {std::pair<int64_t, uint64_t>{MiB, MiB}, {5000, 5120}, {16, 64}}) {
     trim_host_memory();
-    const uint64_t block = std::max<uint64_t>(static_cast<uint64_t>(bytes), 64);
     const AllocatorStats before = host_memory_stats();
     const void* first = nullptr;
     {
