@@ -360,6 +360,15 @@ def test_cast_of_uint8_then_scalar_arithmetic_is_one_pass_with_the_same_values()
         assert "host scale_shift_to_f32(%0)" in program and "cast" not in program, program
         (got,) = values(dataset.map(fn))
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    # Before batch, a parallel map writes each image straight into its row: the same batches.
+    fn, expected = cases[0]
+    images = tf.data.Dataset.from_tensor_slices(np.stack([image + i for i in range(20)]).astype(np.uint8))
+    batched = values(images.map(fn, num_parallel_calls=2).batch(8))
+    sequential = values(images.map(fn).batch(8))
+    assert [np.shape(b) for b in batched] == [(8, 7, 9, 3), (8, 7, 9, 3), (4, 7, 9, 3)]
+    for got, want in zip(batched, sequential):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(batched[0][0], expected, rtol=1e-6, atol=1e-6)
     # Not a scalar affine chain: the ops run as traced.
     for fn, expected in [(lambda v: tf.exp(tf.cast(v, tf.float32) / 255.0), np.exp(x / np.float32(255))),
                          (lambda v: tf.cast(v, tf.float32) * tf.constant([1.0, 2.0, 3.0]), x * [1, 2, 3])]:
