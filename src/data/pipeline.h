@@ -127,7 +127,8 @@ class BatchSlots {
 };
 
 // While one is alive, this thread runs the map call for output `index` of a map whose results go into
-// batch rows: the first element_output_tensor of the row's shape and dtype is that row itself.
+// batch rows: the first element_output_tensor of the row's shape and dtype is that row itself. With
+// null slots (a pipeline iterated inside such a call), none is.
 class BatchRowScope {
  public:
   BatchRowScope(const BatchSlots* slots, int64_t index);
