@@ -224,6 +224,8 @@ std::optional<Element> IteratorState::next() {
     int64_t start;
     ~AddWait() { total += now_ns() - start; }
   } add_wait{wait_ns_, start};
+  // A pipeline iterated inside a map call that writes into a batch row makes tensors of its own.
+  const BatchRowScope no_batch_row(nullptr, 0);
   std::optional<Element> element = impl_->next();
   if (!element) ended_ = true;
   return element;

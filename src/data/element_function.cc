@@ -4,13 +4,17 @@
 #include <fmt/ranges.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
+#include "nimbus/data/image_ops.h"
 #include "nimbus/device/host_memory.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/fused_elementwise.h"
+#include "nimbus/ops/registry.h"
 #include "pipeline.h"
 
 namespace nimbus::data {
@@ -284,6 +288,96 @@ void fuse_elementwise_chains(ElementFunction::Program& program) {
   program.nodes = std::move(fused_nodes);
 }
 
+// value * scale + shift: what a chain of mul, add, sub and div by scalar constants computes.
+struct ScalarAffine {
+  float scale = 1.0f, shift = 0.0f;
+};
+
+// The affine map `fused` computes from its input slot `value_slot`, when it is such a chain (the
+// value once in every instruction, the other operand a rank-0 constant); nullopt for anything else.
+std::optional<ScalarAffine> affine_chain(const ElementFunction::Program::Node& fused, int value_slot,
+                                         const std::unordered_map<int, Tensor>& constants) {
+  const ExpressionProgram& expression = *fused.expression;
+  const auto value_input = std::find(fused.inputs.begin(), fused.inputs.end(), value_slot) - fused.inputs.begin();
+  ExpressionOperand value{true, static_cast<int>(value_input)};
+  ScalarAffine affine;
+  for (size_t t = 0; t < expression.instructions.size(); ++t) {
+    const ExpressionInstruction& instruction = expression.instructions[t];
+    if (instruction.dtype != DType::kF32 || instruction.operands.size() != 2) return std::nullopt;
+    const bool value_first = instruction.operands[0] == value;
+    if (!value_first && instruction.operands[1] != value) return std::nullopt;
+    const ExpressionOperand& other = instruction.operands[value_first ? 1 : 0];
+    if (!other.is_input) return std::nullopt;
+    const auto constant = constants.find(fused.inputs[static_cast<size_t>(other.index)]);
+    if (constant == constants.end() || constant->second.rank() != 0) return std::nullopt;
+    const auto c = static_cast<float>(constant->second.to(DType::kF64).item<double>());
+    const std::string& op = instruction.op->name;
+    if (op == "mul") {
+      affine = {affine.scale * c, affine.shift * c};
+    } else if (op == "add") {
+      affine.shift += c;
+    } else if (op == "sub") {
+      affine =
+          value_first ? ScalarAffine{affine.scale, affine.shift - c} : ScalarAffine{-affine.scale, c - affine.shift};
+    } else if (op == "div" && value_first) {
+      affine = {affine.scale / c, affine.shift / c};
+    } else {
+      return std::nullopt;
+    }
+    value = {false, static_cast<int>(t)};
+  }
+  if (expression.outputs.size() != 1 || expression.outputs[0] != value.index || value.is_input) return std::nullopt;
+  return affine;
+}
+
+// A cast from an integer dtype to f32 whose result only feeds a fused chain of scalar arithmetic
+// (tf.cast(image, tf.float32) / 255.0 - 0.5, ...) becomes one scale_shift_to_f32 step: the pass over
+// the pixels that the C++ pipeline's normalize makes, instead of a float copy of the element that a
+// second pass then reads. Its result is within one rounding of the unfused ops' (fma, composed factors).
+void run_integer_affine_as_scale_shift(ElementFunction::Program& program) {
+  using Kind = ElementFunction::Program::Kind;
+  static const OpSchema& cast = OpRegistry::global().get("cast");
+  std::unordered_map<int, Tensor> constants;  // slot -> value
+  std::unordered_map<int, size_t> producer;   // slot -> node index
+  std::vector<int> uses(static_cast<size_t>(program.slot_count), 0);
+  for (size_t index = 0; index < program.nodes.size(); ++index) {
+    const auto& node = program.nodes[index];
+    if (node.kind == Kind::kConstant) constants.emplace(node.first_output, node.constant);
+    producer.emplace(node.first_output, index);
+    for (const int slot : node.inputs) ++uses[static_cast<size_t>(slot)];
+  }
+  for (const int slot : program.outputs) uses[static_cast<size_t>(slot)] += 2;
+  std::vector<bool> removed(program.nodes.size(), false);
+  for (auto& node : program.nodes) {
+    if (node.kind != Kind::kFused) continue;
+    for (const int slot : node.inputs) {
+      const auto& source = program.nodes[producer.at(slot)];
+      if (source.kind != Kind::kOp || source.op != &cast || uses[static_cast<size_t>(slot)] != 1 ||
+          !is_integral(program.slot_dtypes[static_cast<size_t>(source.inputs.at(0))]) ||
+          program.slot_dtypes[static_cast<size_t>(slot)] != DType::kF32) {
+        continue;
+      }
+      const std::optional<ScalarAffine> affine = affine_chain(node, slot, constants);
+      if (!affine) continue;
+      removed[producer.at(slot)] = true;
+      node = {.kind = Kind::kHost,
+              .step = {.name = "scale_shift_to_f32",
+                       .run =
+                           [a = *affine](std::span<const Tensor> in, uint64_t) {
+                             return std::vector<Tensor>{scale_shift_to_f32(in[0], {a.scale}, {a.shift})};
+                           }},
+              .inputs = {source.inputs[0]},
+              .first_output = node.first_output};
+      break;
+    }
+  }
+  std::vector<ElementFunction::Program::Node> kept;
+  for (size_t index = 0; index < program.nodes.size(); ++index) {
+    if (!removed[index]) kept.push_back(std::move(program.nodes[index]));
+  }
+  program.nodes = std::move(kept);
+}
+
 // So that a replay frees each intermediate as soon as nothing later reads it: the next op's output
 // can then reuse that memory while it is still in cache.
 void mark_last_uses(ElementFunction::Program& program) {
@@ -333,6 +427,7 @@ ElementFunction ElementFunction::trace(const Body& body, const std::vector<Compo
     }
   }
   fuse_elementwise_chains(*program);
+  run_integer_affine_as_scale_shift(*program);
   mark_last_uses(*program);
   return ElementFunction(std::move(program));
 }

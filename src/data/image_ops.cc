@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "nimbus/base/error.h"
 #include "nimbus/data/dataset.h"
@@ -19,6 +22,31 @@ void check_hwc(const Tensor& image, const char* op) {
   if (image.rank() != 3) {
     throw InvalidArgument(fmt::format("{}: expected an (H, W, C) image, got shape {}", op, image.shape().to_string()),
                           "decode_image returns (H, W, C); batch after the image ops");
+  }
+}
+
+// dst[i] = src[i] * scale[i % block] + shift[i % block] (block a multiple of 8), as scale_shift_to_f32's
+// plain loop computes it (a product, then a sum: the same floats), for a batch row: with AVX2 its
+// stores stream to memory, so the row is not read in first (write-allocate) and does not evict the
+// cache the next decode runs in; about twice as fast for the 150 KB of a 112x112 RGB row.
+void scale_shift_u8_streaming(const uint8_t* src, float* dst, int64_t n, const float* scale, const float* shift,
+                              int64_t block) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  if (reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
+    for (; i + block <= n; i += block) {
+      for (int64_t j = 0; j < block; j += 8) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i + j));
+        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+        _mm256_stream_ps(dst + i + j,
+                         _mm256_add_ps(_mm256_mul_ps(x, _mm256_loadu_ps(scale + j)), _mm256_loadu_ps(shift + j)));
+      }
+    }
+    _mm_sfence();
+  }
+#endif
+  for (int64_t j = 0; i < n; ++i, j = (j + 1) % block) {
+    dst[i] = static_cast<float>(src[i]) * scale[j] + shift[j];
   }
 }
 
@@ -189,30 +217,47 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
     throw InvalidArgument(
         fmt::format("normalize: {} channels, but {} means and {} standard deviations", c, mean.size(), std.size()));
   }
-  // One pass, value * scale[k] + shift[k], over blocks of 16 pixels whose
-  // per-position scale and shift are precomputed: the inner loop has no
-  // modulo and vectorizes.
-  const bool from_u8 = image.dtype() == DType::kU8;
-  const Tensor source = from_u8 || image.dtype() == DType::kF32 ? image : image.to(DType::kF32);
-  const int64_t block = 16 * c;
-  std::vector<float> scale(static_cast<size_t>(block)), shift(static_cast<size_t>(block));
-  for (int64_t j = 0; j < block; ++j) {
-    const auto k = static_cast<size_t>(j % c);
-    scale[static_cast<size_t>(j)] = (from_u8 ? 1.0f / 255.0f : 1.0f) / std[k];
-    shift[static_cast<size_t>(j)] = -mean[k] / std[k];
+  const float unit = image.dtype() == DType::kU8 ? 1.0f / 255.0f : 1.0f;
+  std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+  for (size_t k = 0; k < scale.size(); ++k) {
+    scale[k] = unit / std[k];
+    shift[k] = -mean[k] / std[k];
   }
-  Tensor out = host_tensor(image.shape(), DType::kF32);
-  float* dst = out.data<float>();
-  const int64_t n = image.numel();
+  return scale_shift_to_f32(image, scale, shift);
+}
+
+Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift) {
+  const auto k = static_cast<int64_t>(scale.size());
+  if (k == 0 || shift.size() != scale.size()) {
+    throw InvalidArgument(fmt::format("scale_shift_to_f32: {} scales and {} shifts", scale.size(), shift.size()));
+  }
+  // Blocks of 16 * k values whose per-position scale and shift are precomputed: the inner loop has no
+  // modulo and vectorizes.
+  const bool from_u8 = values.dtype() == DType::kU8;
+  const Tensor source = from_u8 || values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  const int64_t block = 16 * k;
+  std::vector<float> block_scale(static_cast<size_t>(block)), block_shift(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) {
+    block_scale[static_cast<size_t>(j)] = scale[static_cast<size_t>(j % k)];
+    block_shift[static_cast<size_t>(j)] = shift[static_cast<size_t>(j % k)];
+  }
+  const detail::ElementOutput output = detail::element_output_tensor(values.shape(), DType::kF32);
+  float* dst = output.tensor.data<float>();
+  const int64_t n = values.numel();
+  if (from_u8 && output.batch_row) {
+    scale_shift_u8_streaming(source.data<uint8_t>(), dst, n, block_scale.data(), block_shift.data(), block);
+    return output.tensor;
+  }
   auto run = [&](const auto* src) {
     int64_t i = 0;
     for (; i + block <= n; i += block) {
       for (int64_t j = 0; j < block; ++j) {
-        dst[i + j] = static_cast<float>(src[i + j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+        dst[i + j] =
+            static_cast<float>(src[i + j]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
       }
     }
     for (int64_t j = 0; i < n; ++i, ++j) {
-      dst[i] = static_cast<float>(src[i]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)];
+      dst[i] = static_cast<float>(src[i]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
     }
   };
   if (from_u8) {
@@ -220,7 +265,7 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
   } else {
     run(source.data<float>());
   }
-  return out;
+  return output.tensor;
 }
 
 }  // namespace nimbus::data

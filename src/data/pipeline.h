@@ -93,6 +93,65 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+class DatasetNode;
+
+// A batch's rows are allocated at once up to this many bytes (a huge batch_size on a short data set
+// must not reserve it all); past that they double as elements arrive.
+inline constexpr int64_t kBatchUpfrontBytes = int64_t{64} << 20;
+
+// Where a parallel, deterministic map right before a batch puts its results (TensorFlow's
+// map_and_batch fusion): element i of the map's output is row i % batch_size of batch i / batch_size,
+// so the map's worker copies each result into that batch's buffer while the result is still in its
+// core's cache, and the batch finds its rows in place instead of copying them on its own thread. A
+// result unlike its batch's first placed one stays where it is, and so do rows that an error shifted:
+// the batch copies those as before (transform_batch.cc).
+class BatchSlots {
+ public:
+  explicit BatchSlots(int64_t batch_size) : batch_size_(batch_size) {}
+  int64_t batch_size() const { return batch_size_; }
+  // On a map worker: `element` (the map's output number `index`) copied into its row, returned as
+  // views of that row; `element` itself when it does not fit the row.
+  Element place(int64_t index, Element element);
+  // The buffers of the batch whose row 0 `element`'s tensors are; empty when they are not.
+  std::vector<Tensor> buffers_starting_with(const Element& element) const;
+  // The consumer took the map's output `index`: no later result goes into a batch before it.
+  void taken(int64_t index);
+  // The first component's row of output `index` when its batch's buffers exist and its rows have
+  // this shape and dtype (element_output_tensor hands it out).
+  std::optional<Tensor> first_component_row(int64_t index, const Shape& shape, DType dtype) const;
+
+ private:
+  const int64_t batch_size_;
+  mutable std::mutex mutex_;
+  std::map<int64_t, std::vector<Tensor>> buffers_;  // batch -> one buffer per component (empty: too large)
+};
+
+// While one is alive, this thread runs the map call for output `index` of a map whose results go into
+// batch rows: the first element_output_tensor of the row's shape and dtype is that row itself. With
+// null slots (a pipeline iterated inside such a call), none is.
+class BatchRowScope {
+ public:
+  BatchRowScope(const BatchSlots* slots, int64_t index);
+  ~BatchRowScope();
+  BatchRowScope(const BatchRowScope&) = delete;
+  BatchRowScope& operator=(const BatchRowScope&) = delete;
+
+ private:
+  const BatchSlots* previous_slots_;
+  int64_t previous_index_;
+  bool previous_claimed_;
+};
+
+// A new host tensor for an image op's result: inside a BatchRowScope, the first one shaped like the
+// batch's row is that row, so the op that makes an element's last value (normalize, a traced map's
+// scale_shift_to_f32) writes it straight into the batch and BatchSlots::place finds it in place.
+struct ElementOutput {
+  Tensor tensor;
+  // A batch row: the op may write it with streaming stores, as this thread does not read it again.
+  bool batch_row = false;
+};
+ElementOutput element_output_tensor(const Shape& shape, DType dtype);
+
 // Shared by every iterator of one iteration (one Iterator object).
 struct IteratorContext {
   std::shared_ptr<ThreadPool> pool;
@@ -109,6 +168,10 @@ struct IteratorContext {
   std::shared_ptr<EpochCounters> epochs;
   // Set when the Iterator is destroyed: blocked pipeline threads give up.
   std::shared_ptr<std::atomic<bool>> cancelled;
+  // Set by batch while it builds its input's iterator: when that input is a parallel, deterministic
+  // map, the map takes `batch_slots` (leaving it null) and places its results into the batch's rows.
+  const DatasetNode* batch_input = nullptr;
+  std::shared_ptr<BatchSlots> batch_slots;
   uint64_t next_epoch(const void* node) {
     std::lock_guard lock(epochs->mutex);
     return epochs->counts[node]++;

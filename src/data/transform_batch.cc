@@ -55,9 +55,11 @@ void check_components(const Element& first, const Element& element) {
 // copy reads it while it is still in cache, and its buffer goes back to the
 // host allocator at once, still in cache for the element made next (instead
 // of a batch's worth of elements piling up before one copy of them all).
+// Rows a parallel map already placed (BatchSlots) are not copied at all.
 class BatchRows {
  public:
-  explicit BatchRows(int64_t batch_size) : batch_size_(batch_size) {}
+  BatchRows(int64_t batch_size, std::shared_ptr<BatchSlots> slots)
+      : batch_size_(batch_size), slots_(std::move(slots)) {}
 
   int64_t count() const { return count_; }
 
@@ -72,13 +74,15 @@ class BatchRows {
       reset();
       throw;
     }
+    if (count_ == 0 && slots_) {
+      columns_ = slots_->buffers_starting_with(element);
+      capacity_ = columns_.empty() ? 0 : batch_size_;
+    }
     if (count_ == capacity_) grow();
     for (size_t c = 0; c < element.size(); ++c) {
       const size_t row_bytes = element[c].nbytes();
-      if (row_bytes > 0) {
-        std::memcpy(static_cast<char*>(columns_[c].raw_data()) + static_cast<size_t>(count_) * row_bytes,
-                    element[c].raw_data(), row_bytes);
-      }
+      char* row = static_cast<char*>(columns_[c].raw_data()) + static_cast<size_t>(count_) * row_bytes;
+      if (row_bytes > 0 && row != element[c].raw_data()) std::memcpy(row, element[c].raw_data(), row_bytes);
     }
     ++count_;
   }
@@ -97,10 +101,6 @@ class BatchRows {
   }
 
  private:
-  // A batch's rows are allocated at once up to kUpfrontBytes (a huge batch_size
-  // on a short data set must not reserve it all); past that they double.
-  static constexpr int64_t kUpfrontBytes = int64_t{64} << 20;
-
   static void check_like_first(const Tensor& first, const Tensor& part, int64_t index) {
     if (part.shape() != first.shape() || part.dtype() != first.dtype()) {
       throw InvalidArgument(
@@ -119,7 +119,7 @@ class BatchRows {
   void grow() {
     int64_t row_bytes = 0;
     for (const Tensor& t : first_) row_bytes += static_cast<int64_t>(t.nbytes());
-    const int64_t upfront = std::max<int64_t>(1, kUpfrontBytes / std::max<int64_t>(1, row_bytes));
+    const int64_t upfront = std::max<int64_t>(1, kBatchUpfrontBytes / std::max<int64_t>(1, row_bytes));
     const int64_t capacity = std::min(batch_size_, capacity_ == 0 ? upfront : 2 * capacity_);
     for (size_t c = 0; c < first_.size(); ++c) {
       Shape shape{capacity};
@@ -136,8 +136,9 @@ class BatchRows {
   }
 
   int64_t batch_size_;
-  Element first_;                // the batch's first element: the shapes and dtypes of its rows
-  std::vector<Tensor> columns_;  // one per component, capacity_ rows
+  std::shared_ptr<BatchSlots> slots_;  // where a map before the batch placed rows; may be null
+  Element first_;                      // the batch's first element: the shapes and dtypes of its rows
+  std::vector<Tensor> columns_;        // one per component, capacity_ rows
   int64_t count_ = 0, capacity_ = 0;
 };
 
@@ -153,8 +154,16 @@ class BatchNode : public UnaryNode {
         padding_values_(std::move(padding_values)) {}
 
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
-    return std::make_unique<It>(node_stats(ctx, padded_ ? "padded_batch" : "batch"), this,
-                                make_input_iterator(*input_, ctx));
+    auto stats = node_stats(ctx, padded_ ? "padded_batch" : "batch");
+    if (padded_) return std::make_unique<It>(stats, this, make_input_iterator(*input_, ctx), nullptr);
+    ctx.batch_input = input_.get();
+    ctx.batch_slots = std::make_shared<BatchSlots>(batch_size_);
+    const std::shared_ptr<BatchSlots> slots = ctx.batch_slots;
+    auto input = make_input_iterator(*input_, ctx);
+    const bool map_places_rows = ctx.batch_slots == nullptr;  // the map took them
+    ctx.batch_input = nullptr;
+    ctx.batch_slots.reset();
+    return std::make_unique<It>(stats, this, std::move(input), map_places_rows ? slots : nullptr);
   }
   int64_t cardinality() const override {
     const int64_t n = input_->cardinality();
@@ -223,8 +232,12 @@ class BatchNode : public UnaryNode {
 
   class It : public IteratorImpl {
    public:
-    It(std::shared_ptr<NodeStats> stats, const BatchNode* node, std::unique_ptr<IteratorImpl> input)
-        : IteratorImpl(std::move(stats)), node_(node), input_(std::move(input)), rows_(node->batch_size_) {}
+    It(std::shared_ptr<NodeStats> stats, const BatchNode* node, std::unique_ptr<IteratorImpl> input,
+       std::shared_ptr<BatchSlots> slots)
+        : IteratorImpl(std::move(stats)),
+          node_(node),
+          input_(std::move(input)),
+          rows_(node->batch_size_, std::move(slots)) {}
     std::optional<Element> get_next() override {
       if (done_) return std::nullopt;
       // Elements gathered before an input error stay for the next call.

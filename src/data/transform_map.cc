@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nimbus/base/error.h"
@@ -39,6 +40,7 @@ class SequentialMapIterator : public IteratorImpl {
 // takes its result. Shared with pool tasks, so a task that finishes after its
 // iterator is gone writes into a slot nobody reads.
 struct Call {
+  int64_t index = 0;             // in the map's output
   std::optional<Element> input;  // until a pool task takes it
   bool done = false;
   std::optional<Element> result;
@@ -57,6 +59,7 @@ struct Shared {
   bool consumer_waiting = false;
   const Call* awaited = nullptr;  // the call the waiting consumer needs; null: any
   MapFn fn;
+  std::shared_ptr<BatchSlots> batch_slots;  // set when a batch follows: results go into its rows
   std::shared_ptr<NodeStats> stats;
   std::deque<std::shared_ptr<Call>> waiting;  // pulled, in input order, not yet started
   int workers = 0;                            // pool tasks running calls
@@ -85,7 +88,9 @@ void run_calls(const std::shared_ptr<Shared>& shared) {
     std::optional<Element> result;
     std::exception_ptr error;
     try {
+      const BatchRowScope row(shared->batch_slots.get(), call->index);
       result = shared->fn(element);
+      if (shared->batch_slots) result = shared->batch_slots->place(call->index, std::move(*result));
     } catch (...) {
       error = std::current_exception();
     }
@@ -112,7 +117,7 @@ void run_calls(const std::shared_ptr<Shared>& shared) {
 class ParallelMapIterator : public IteratorImpl {
  public:
   ParallelMapIterator(std::shared_ptr<NodeStats> stats, MapFn fn, std::unique_ptr<IteratorImpl> input, int parallelism,
-                      bool deterministic, IteratorContext& ctx)
+                      bool deterministic, std::shared_ptr<BatchSlots> batch_slots, IteratorContext& ctx)
       : IteratorImpl(std::move(stats), /*asynchronous=*/true),
         input_(std::move(input)),
         autotune_(parallelism == kAutotune),
@@ -122,6 +127,7 @@ class ParallelMapIterator : public IteratorImpl {
         cancelled_(ctx.cancelled),
         shared_(std::make_shared<Shared>()) {
     shared_->fn = std::move(fn);
+    shared_->batch_slots = std::move(batch_slots);
     shared_->stats = stats_shared();
     shared_->parallelism = autotune_ ? 1 : parallelism;
     this->stats().parallelism = shared_->parallelism;
@@ -173,9 +179,15 @@ class ParallelMapIterator : public IteratorImpl {
       waited = true;
       shared_->consumer_waiting = true;
       // In order, only the oldest call's result lets the consumer go on.
-      shared_->awaited = deterministic_ && !calls_.empty() ? calls_.front().get() : nullptr;
+      shared_->awaited = deterministic_ ? awaited_call() : nullptr;
+      // After a wake-up for a call other than the oldest, the next call to wait for.
+      const auto ready_or_await_next = [&] {
+        if (ready()) return true;
+        if (deterministic_) shared_->awaited = awaited_call();
+        return false;
+      };
       try {
-        wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready);
+        wait_unless_cancelled(lock, shared_->result_ready, *cancelled_, ready_or_await_next);
       } catch (...) {
         shared_->consumer_waiting = false;
         throw;
@@ -189,6 +201,7 @@ class ParallelMapIterator : public IteratorImpl {
     if (wake_runner) shared_->room.notify_one();
     last_return_ns_ = now_ns();
     if (!call) return std::nullopt;
+    if (shared_->batch_slots) shared_->batch_slots->taken(call->index);
     if (call->error) std::rethrow_exception(call->error);
     return std::move(call->result);
   }
@@ -198,10 +211,32 @@ class ParallelMapIterator : public IteratorImpl {
   // or done and waiting for the consumer (in input order when deterministic).
   // Four times the parallelism: the pool threads always find the next element
   // pulled, and finished results wait while an earlier call still runs.
-  int capacity() const { return 4 * shared_->parallelism; }
+  // Results placed into a batch's rows take no memory of their own: then up to a batch's worth (at
+  // most 64) are in flight, and the runner and the consumer wake up that much less often.
+  int capacity() const {
+    const int calls = 4 * shared_->parallelism;
+    if (!shared_->batch_slots) return calls;
+    return std::max<int>(calls, static_cast<int>(std::min<int64_t>(shared_->batch_slots->batch_size(), 64)));
+  }
   // The runner sleeps until the buffer is down to half, then fills it: one
   // wake-up per capacity() / 2 elements instead of one per element.
   int refill_below() const { return capacity() / 2; }
+
+  // The call whose end wakes the waiting consumer, in input order: the oldest. When results go into
+  // batch rows, the batch takes them all at once anyway: the last call of the front's batch that is
+  // still running (among those pulled), so the consumer wakes about once per batch, not per row.
+  const Call* awaited_call() const {
+    if (calls_.empty()) return nullptr;
+    if (!shared_->batch_slots) return calls_.front().get();
+    const int64_t batch_size = shared_->batch_slots->batch_size();
+    const int64_t batch_end = calls_.front()->index / batch_size * batch_size + batch_size - 1;
+    const Call* last_running = calls_.front().get();
+    for (const auto& call : calls_) {
+      if (call->index > batch_end) break;
+      if (!call->done) last_running = call.get();
+    }
+    return last_running;
+  }
 
   // Starts pool tasks while calls wait, up to the parallelism (one that finds
   // nothing left to run ends at once). The caller holds the mutex.
@@ -229,6 +264,7 @@ class ParallelMapIterator : public IteratorImpl {
         start_workers();  // the parallelism may have risen
       }
       auto call = std::make_shared<Call>();
+      call->index = pulled_++;
       const int64_t start = now_ns();
       try {
         call->input = input_->next();
@@ -307,6 +343,7 @@ class ParallelMapIterator : public IteratorImpl {
   std::shared_ptr<std::atomic<bool>> cancelled_;
   std::shared_ptr<Shared> shared_;
   std::deque<std::shared_ptr<Call>> calls_;  // guarded by shared_->mutex
+  int64_t pulled_ = 0;                       // the runner's count of input elements
   bool input_done_ = false;
   bool stop_ = false;
   std::thread runner_;
@@ -329,9 +366,13 @@ class MapNode : public UnaryNode {
   }
   std::unique_ptr<IteratorImpl> make_iterator(IteratorContext& ctx) const override {
     auto stats = node_stats(ctx, name_);
+    // Results go into the rows of a batch that follows only when they come in order.
+    std::shared_ptr<BatchSlots> batch_slots;
+    if (ctx.batch_input == this && parallelism_ != 1 && deterministic_) batch_slots = std::move(ctx.batch_slots);
     auto input = make_input_iterator(*input_, ctx);
     if (parallelism_ == 1) return std::make_unique<SequentialMapIterator>(stats, &fn_, std::move(input));
-    return std::make_unique<ParallelMapIterator>(stats, fn_, std::move(input), parallelism_, deterministic_, ctx);
+    return std::make_unique<ParallelMapIterator>(stats, fn_, std::move(input), parallelism_, deterministic_,
+                                                 std::move(batch_slots), ctx);
   }
   int64_t cardinality() const override { return input_->cardinality(); }
   std::string describe() const override {

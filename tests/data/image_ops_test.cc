@@ -73,6 +73,22 @@ TEST(ImageOps, ConvertAndNormalize) {
   EXPECT_THROW(normalize(u8, {0}, {1}), InvalidArgument);
 }
 
+TEST(ImageOps, ScaleShiftToF32MatchesAPlainLoop) {
+  const Tensor u8 = ramp(5, 7, 3);  // 105 values: six blocks of 16 pixels' worth and a tail
+  const std::vector<float> scale{0.5f, -2.0f, 1.0f / 255.0f}, shift{1.0f, 0.25f, -3.0f};
+  const std::vector<float> got = scale_shift_to_f32(u8, scale, shift).to_vector<float>();
+  const std::vector<int> in = u8.to_vector<int>();
+  ASSERT_EQ(got.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_NEAR(got[i], static_cast<float>(in[i]) * scale[i % 3] + shift[i % 3], 1e-5f) << i;
+  }
+  // One factor for all values, of any shape and dtype.
+  const Tensor ints = Tensor::from_vector<int32_t>({-4, 0, 9}, {3});
+  EXPECT_EQ(scale_shift_to_f32(ints, {2.0f}, {1.0f}).to_vector<float>(), (std::vector<float>{-7.0f, 1.0f, 19.0f}));
+  EXPECT_EQ(scale_shift_to_f32(ints, {2.0f}, {1.0f}).dtype(), DType::kF32);
+  EXPECT_THROW(scale_shift_to_f32(ints, {1.0f, 2.0f}, {0.0f}), InvalidArgument);
+}
+
 TEST(ImageOps, AugmentationPipelineIsDeterministicAndRestorable) {
   Tensor images = ramp(8, 8, 3).reshape(Shape{1, 8, 8, 3});
   auto build = [&] {

@@ -342,6 +342,40 @@ def test_decode_and_crop_jpeg_in_a_map_is_the_window_of_the_decoded_image():
         assert np.asarray(crop).shape == (16, 24, 3)
 
 
+def test_cast_of_uint8_then_scalar_arithmetic_is_one_pass_with_the_same_values():
+    """A cast from uint8 followed by scalar mul/add/sub/div runs as one scale-and-shift step (the C++
+    pipeline's normalize kernel); its values are the unfused ops' within one rounding."""
+    from nimbus.data.dataset import _TracedFunction  # pylint: disable=import-outside-toplevel
+    image = np.random.default_rng(5).integers(0, 256, (7, 9, 3), np.uint8)
+    dataset = tf.data.Dataset.from_tensors(image)
+    x = image.astype(np.float32)
+    cases = [
+        (lambda v: tf.cast(v, tf.float32) * (1 / (255 * 0.25)) - 0.5 / 0.25,
+         x * np.float32(1 / (255 * 0.25)) - np.float32(0.5 / 0.25)),
+        (lambda v: (tf.cast(v, tf.float32) / 255.0 - 0.5) / 0.25, (x / np.float32(255) - np.float32(0.5)) / 0.25),
+        (lambda v: 2.0 - tf.cast(v, tf.float32) * 3.0 + 1.0, np.float32(2) - x * np.float32(3) + np.float32(1)),
+    ]
+    for fn, expected in cases:
+        program = _TracedFunction(fn, dataset.element_spec, "Dataset.map").engine.to_text()
+        assert "host scale_shift_to_f32(%0)" in program and "cast" not in program, program
+        (got,) = values(dataset.map(fn))
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    # Before batch, a parallel map writes each image straight into its row: the same batches.
+    fn, expected = cases[0]
+    images = tf.data.Dataset.from_tensor_slices(np.stack([image + i for i in range(20)]).astype(np.uint8))
+    batched = values(images.map(fn, num_parallel_calls=2).batch(8))
+    sequential = values(images.map(fn).batch(8))
+    assert [np.shape(b) for b in batched] == [(8, 7, 9, 3), (8, 7, 9, 3), (4, 7, 9, 3)]
+    for got, want in zip(batched, sequential):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(batched[0][0], expected, rtol=1e-6, atol=1e-6)
+    # Not a scalar affine chain: the ops run as traced.
+    for fn, expected in [(lambda v: tf.exp(tf.cast(v, tf.float32) / 255.0), np.exp(x / np.float32(255))),
+                         (lambda v: tf.cast(v, tf.float32) * tf.constant([1.0, 2.0, 3.0]), x * [1, 2, 3])]:
+        assert "scale_shift" not in _TracedFunction(fn, dataset.element_spec, "Dataset.map").engine.to_text()
+        np.testing.assert_allclose(values(dataset.map(fn))[0], expected, rtol=1e-6)
+
+
 def test_random_ops_in_a_map_draw_per_element():
     image = np.arange(4 * 6 * 1, dtype=np.uint8).reshape(4, 6, 1)
     dataset = tf.data.Dataset.from_tensors(image).repeat(64)

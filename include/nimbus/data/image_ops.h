@@ -42,5 +42,10 @@ Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width);
 Tensor convert_image_dtype(const Tensor& image, DType dtype);
 // (convert_image_dtype(image, f32) - mean[c]) / std[c] per channel; f32 output.
 Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std::vector<float>& std);
+// f32(values[i]) * scale[i % k] + shift[i % k] for any shape, k = scale.size() (k = C: per channel of
+// an (H, W, C) image; k = 1: one factor for all): one pass, u8 or f32 values read as they are (no
+// / 255). normalize's kernel, and what a traced map's cast from u8 followed by scalar arithmetic
+// runs as (data/element_function.h).
+Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift);
 
 }  // namespace nimbus::data
