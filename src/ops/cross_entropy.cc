@@ -111,16 +111,9 @@ const OpSchema& kSparse = define_op({
         },
     .gradient =
         [](const GradContext& ctx) {
-          // d loss / d logits = (softmax(logits) - one_hot(label)) * g: one pass over the logits on the
-          // CPU; composed of ops elsewhere (no other backend has the fused kernel).
-          const Tensor& logits = ctx.inputs[0];
-          if (logits.device().type == DeviceType::kCPU) {
-            return std::vector<Tensor>{call_op1(kSparseBackward, {logits, ctx.inputs[1], ctx.grad_output(0)}),
-                                       Tensor()};
-          }
-          const Tensor target = one_hot(ctx.inputs[1], logits.dim(-1), logits.dtype());
-          const Tensor g = expand_dims(ctx.grad_output(0), -1);
-          return std::vector<Tensor>{mul(sub(softmax(logits, -1), target), g), Tensor()};
+          // d loss / d logits = (softmax(logits) - one_hot(label)) * g, in one pass over the logits.
+          return std::vector<Tensor>{call_op1(kSparseBackward, {ctx.inputs[0], ctx.inputs[1], ctx.grad_output(0)}),
+                                     Tensor()};
         },
 });
 

@@ -1,5 +1,5 @@
 // sum, mean and reduce_max (f32, bf16, f16), softmax, log_softmax and
-// sparse_softmax_cross_entropy (f32) on CUDA: the ops' shapes turned into
+// sparse_softmax_cross_entropy with its gradient (f32) on CUDA: the ops' shapes turned into
 // launches of src/device/cuda/kernels/reduction_kernels.cu. The 16-bit
 // reductions are the bias gradients of a mixed-precision backward pass.
 #include <vector>
@@ -48,19 +48,33 @@ void softmax(KernelContext& ctx, bool log_form) {
   NIMBUS_CUDA_CHECK_LAUNCH(ctx.op.name.c_str(), stream);
 }
 
+kernels::LabelType label_type(DType dtype) {
+  return dtype == DType::kI64   ? kernels::LabelType::kI64
+         : dtype == DType::kI32 ? kernels::LabelType::kI32
+                                : kernels::LabelType::kU8;
+}
+
 void sparse_cross_entropy(KernelContext& ctx) {
   const int64_t rows = ctx.outputs[0].numel();
   if (rows == 0) return;
-  const DType label_dtype = ctx.inputs[1].dtype();
-  const kernels::LabelType labels = label_dtype == DType::kI64   ? kernels::LabelType::kI64
-                                    : label_dtype == DType::kI32 ? kernels::LabelType::kI32
-                                                                 : kernels::LabelType::kU8;
   CudaStream& stream = cuda_stream(ctx.stream);
   NIMBUS_CUDA_CHECK(kernels::sparse_cross_entropy(
-      static_cast<const float*>(ctx.inputs[0].raw_data()), ctx.inputs[1].raw_data(), labels,
+      static_cast<const float*>(ctx.inputs[0].raw_data()), ctx.inputs[1].raw_data(), label_type(ctx.inputs[1].dtype()),
       static_cast<float*>(ctx.outputs[0].raw_data()), rows, ctx.inputs[0].shape().dims().back(),
       multiprocessor_count(stream.device().index), stream.handle()));
   NIMBUS_CUDA_CHECK_LAUNCH("sparse_softmax_cross_entropy", stream);
+}
+
+// Inputs logits, labels, grad_loss; the output has the logits' shape.
+void sparse_cross_entropy_backward(KernelContext& ctx) {
+  const int64_t rows = ctx.inputs[2].numel();
+  if (rows == 0) return;
+  CudaStream& stream = cuda_stream(ctx.stream);
+  NIMBUS_CUDA_CHECK(kernels::sparse_cross_entropy_backward(
+      static_cast<const float*>(ctx.inputs[0].raw_data()), ctx.inputs[1].raw_data(), label_type(ctx.inputs[1].dtype()),
+      static_cast<const float*>(ctx.inputs[2].raw_data()), static_cast<float*>(ctx.outputs[0].raw_data()), rows,
+      ctx.inputs[0].shape().dims().back(), multiprocessor_count(stream.device().index), stream.handle()));
+  NIMBUS_CUDA_CHECK_LAUNCH("sparse_softmax_cross_entropy_backward", stream);
 }
 
 KernelDef cuda_kernel(KernelFn fn, std::vector<DType> dtypes = {DType::kF32}) {
@@ -80,6 +94,7 @@ const bool kRegistered = [] {
   register_kernel("softmax", cuda_kernel([](KernelContext& ctx) { softmax(ctx, false); }));
   register_kernel("log_softmax", cuda_kernel([](KernelContext& ctx) { softmax(ctx, true); }));
   register_kernel("sparse_softmax_cross_entropy", cuda_kernel(sparse_cross_entropy));
+  register_kernel("sparse_softmax_cross_entropy_backward", cuda_kernel(sparse_cross_entropy_backward));
   return true;
 }();
 

@@ -39,6 +39,11 @@ cudaError_t softmax(const float* x, float* y, int64_t outer, int64_t length, int
 enum class LabelType { kI64, kI32, kU8 };
 cudaError_t sparse_cross_entropy(const float* logits, const void* labels, LabelType label_type, float* loss,
                                  int64_t rows, int64_t classes, int sms, cudaStream_t stream);
+// grad_logits[r] = (softmax(logits[r]) - one_hot(labels[r])) * grad_loss[r], the gradient of
+// sparse_cross_entropy; a row of NaN for a label outside [0, classes).
+cudaError_t sparse_cross_entropy_backward(const float* logits, const void* labels, LabelType label_type,
+                                          const float* grad_loss, float* grad_logits, int64_t rows, int64_t classes,
+                                          int sms, cudaStream_t stream);
 
 // Every one of `n` elements of `element_size` bytes (1, 2, 4 or 8) set to the low bytes of `pattern`.
 cudaError_t fill(void* out, int64_t n, int element_size, uint64_t pattern, int sms, cudaStream_t stream);

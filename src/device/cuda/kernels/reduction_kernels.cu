@@ -153,6 +153,28 @@ __global__ void sparse_cross_entropy_kernel(const float* __restrict__ logits, co
   }
 }
 
+// (softmax(row) - one_hot(label)) * grad_loss[r], a thread per row as in the forward; NaN rows for a label
+// outside [0, classes).
+template <typename Label>
+__global__ void sparse_cross_entropy_backward_kernel(const float* __restrict__ logits, const Label* __restrict__ labels,
+                                                     const float* __restrict__ grad_loss,
+                                                     float* __restrict__ grad_logits, int64_t rows, int64_t classes) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows; r += int64_t{gridDim.x} * blockDim.x) {
+    const float* row = logits + r * classes;
+    float* out = grad_logits + r * classes;
+    const auto label = static_cast<int64_t>(labels[r]);
+    double max_value = -INFINITY;
+    for (int64_t k = 0; k < classes; ++k) max_value = fmax(max_value, double{row[k]});
+    double total = 0;
+    for (int64_t k = 0; k < classes; ++k) total += exp(double{row[k]} - max_value);
+    const double lse = max_value + log(total), g = grad_loss[r];
+    const bool valid = label >= 0 && label < classes;
+    for (int64_t k = 0; k < classes; ++k) {
+      out[k] = valid ? static_cast<float>((exp(double{row[k]} - lse) - (k == label ? 1.0 : 0.0)) * g) : NAN;
+    }
+  }
+}
+
 }  // namespace
 
 template <Reduce kind, typename T>
@@ -212,6 +234,27 @@ cudaError_t sparse_cross_entropy(const float* logits, const void* labels, LabelT
     case LabelType::kU8:
       sparse_cross_entropy_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const uint8_t*>(labels), loss,
                                                                    rows, classes);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t sparse_cross_entropy_backward(const float* logits, const void* labels, LabelType label_type,
+                                          const float* grad_loss, float* grad_logits, int64_t rows, int64_t classes,
+                                          int sms, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(rows, sms);
+  switch (label_type) {
+    case LabelType::kI64:
+      sparse_cross_entropy_backward_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const int64_t*>(labels),
+                                                                            grad_loss, grad_logits, rows, classes);
+      break;
+    case LabelType::kI32:
+      sparse_cross_entropy_backward_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const int32_t*>(labels),
+                                                                            grad_loss, grad_logits, rows, classes);
+      break;
+    case LabelType::kU8:
+      sparse_cross_entropy_backward_kernel<<<blocks, kThreads, 0, stream>>>(logits, static_cast<const uint8_t*>(labels),
+                                                                            grad_loss, grad_logits, rows, classes);
       break;
   }
   return cudaGetLastError();
