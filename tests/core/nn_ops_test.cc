@@ -238,14 +238,20 @@ TEST(Pool2dByHand, MaxPoolGradientOfWhole2x2WindowsHandlesTiesZerosAndNaN) {
                     {"padding", std::string("valid")},
                     {"data_format", std::string("NHWC")}};
   for (const bool through_relu : {false, true}) {
-    std::vector<float> expected(x_values.size(), 0.0f);
+    // The gradient, and with relu's its sum per channel (one routed value or none per channel here).
+    std::vector<float> expected(x_values.size(), 0.0f), channel_sums(static_cast<size_t>(channels), 0.0f);
     for (int64_t c = 0; c < channels; ++c) {
       if (!through_relu || positive[static_cast<size_t>(c)]) {
         expected[static_cast<size_t>(first_max[static_cast<size_t>(c)] * channels + c)] = grad_y_values[c];
+        channel_sums[static_cast<size_t>(c)] = grad_y_values[c];
       }
     }
     const OpSchema& op = OpRegistry::global().get(through_relu ? "max_pool2d_relu_backward" : "max_pool2d_backward");
-    both_kernels([&] { EXPECT_EQ(values(call_op1(op, {grad_y, x}, attrs)), expected) << op.name; });
+    both_kernels([&] {
+      const std::vector<Tensor> results = call_op(op, {grad_y, x}, attrs);
+      EXPECT_EQ(values(results[0]), expected) << op.name;
+      if (through_relu) EXPECT_EQ(values(results[1]), channel_sums);
+    });
   }
 }
 

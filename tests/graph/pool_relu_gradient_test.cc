@@ -1,6 +1,8 @@
 // Pool-ReLU gradient fusion: where(greater(x, 0), max_pool2d_backward(g, x), 0)
-// becomes one max_pool2d_relu_backward node with the same result to the bit;
-// other readers, other zeros or another x keep the ops apart.
+// becomes one max_pool2d_relu_backward node with the same result to the bit,
+// and a per-channel sum of that result (a convolution's bias gradient) reads
+// the node's second output; other readers, other zeros or another x keep the
+// ops apart.
 #include <gtest/gtest.h>
 
 #include "nimbus/graph/executor.h"
@@ -72,6 +74,30 @@ TEST(PoolReluGradient, FusesIntoOneNodeWithTheSameResultToTheBit) {
   }
 }
 
+TEST(PoolReluGradient, TheBiasGradientReadsTheFusedChannelSums) {
+  for (const bool keepdims : {true, false}) {
+    PoolReluBackward backward;
+    Graph& g = backward.g;
+    const Shape summed_shape = keepdims ? Shape{1, 1, 1, 5} : Shape{5};
+    const int summed = g.add_op(op("sum"), Attrs{{"axes", std::vector<int64_t>{0, 1, 2}}, {"keepdims", keepdims}},
+                                {{backward.selected, 0}}, {{summed_shape, DType::kF32}});
+    const int bias = keepdims
+                         ? g.add_op(op("reshape"), Attrs{{"shape", std::vector<int64_t>{5}}}, {{summed, 0}}, {f32({5})})
+                         : summed;
+    g.outputs().push_back({bias, 0});
+    const std::vector<Tensor> args = backward.arguments();
+    const std::vector<Tensor> unfused = run(g, args);
+    EXPECT_EQ(fuse_pool_relu_gradients(g), 1);
+    eliminate_dead_code(g);
+    g.compact();
+    EXPECT_EQ(g.op_count(), 1) << g.to_text();
+    const std::vector<Tensor> fused = run(g, args);
+    EXPECT_EQ(fused[0].to_vector<float>(), unfused[0].to_vector<float>());
+    EXPECT_EQ(fused[1].shape(), Shape{5});
+    EXPECT_LE(testing::relative_error(fused[1], unfused[1]), 1e-6) << "keepdims " << keepdims;
+  }
+}
+
 TEST(PoolReluGradient, LeavesTheOpsApartWhenTheMeaningWouldChange) {
   {
     PoolReluBackward backward;  // the pooling gradient is read elsewhere too
@@ -81,6 +107,15 @@ TEST(PoolReluGradient, LeavesTheOpsApartWhenTheMeaningWouldChange) {
   {
     PoolReluBackward backward(false, full(Shape{}, 0.5));  // not relu's gradient: the threshold is 0.5
     EXPECT_EQ(fuse_pool_relu_gradients(backward.g), 0);
+  }
+  {
+    // A sum over other axes is not the bias gradient: it stays, reading the fused node's first output.
+    PoolReluBackward backward;
+    const int summed = backward.g.add_op(op("sum"), Attrs{{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", false}},
+                                         {{backward.selected, 0}}, {f32({8, 5})});
+    backward.g.outputs().push_back({summed, 0});
+    EXPECT_EQ(fuse_pool_relu_gradients(backward.g), 1);
+    EXPECT_EQ(count_ops(backward.g, "sum"), 1);
   }
   {
     PoolReluBackward backward;  // the mask compares another tensor than the pooling's input

@@ -10,7 +10,14 @@
 // p and the comparison must have no other reader; the fused node takes the
 // where's place, and nothing with side effects may run between the pooling
 // gradient and it (x could be a variable an update changes).
+//
+// The fused op also sums r per channel, which is the bias gradient of the
+// convolution that computed x: a sum(r) over all but the channel axis (as
+// (C), or kept dims that a reshape to (C), its only reader, drops) then reads
+// that output instead of r again.
 #include <map>
+#include <string>
+#include <vector>
 
 #include "nimbus/graph/passes.h"
 #include "nimbus/ops/registry.h"
@@ -31,6 +38,35 @@ bool is_zero(const Graph& graph, ValueRef value) {
     if (v != 0.0) return false;
   }
   return true;
+}
+
+// The node whose value is r summed per channel as (C), for r = (node r_node, output 0) of `data_format`: a
+// sum over all other axes (to (C), or keeping them when its only reader is a reshape to (C)). -1 when none.
+int channel_sum_of(const Graph& graph, int r_node, const std::string& data_format,
+                   std::map<std::pair<int, int>, int>& readers) {
+  const TensorSpec& r = graph.node(r_node).outputs[0];
+  const bool nhwc = data_format == "NHWC";
+  const Shape channels{r.shape[nhwc ? 3 : 1]};
+  const std::vector<int64_t> other_axes = nhwc ? std::vector<int64_t>{0, 1, 2} : std::vector<int64_t>{0, 2, 3};
+  const auto reads = [&](const Node& node, int producer) {
+    return !node.inputs.empty() && node.inputs[0].node == producer && node.inputs[0].output == 0;
+  };
+  for (int id = r_node + 1; id < static_cast<int>(graph.nodes().size()); ++id) {
+    const Node& sum = graph.node(id);
+    if (!is_op(sum, "sum") || !reads(sum, r_node) || sum.attrs.get_ints("axes") != other_axes ||
+        sum.outputs[0].dtype != r.dtype) {
+      continue;
+    }
+    if (sum.outputs[0].shape == channels) return id;
+    if (readers[{id, 0}] != 1) return -1;
+    for (int reader = id + 1; reader < static_cast<int>(graph.nodes().size()); ++reader) {
+      const Node& node = graph.node(reader);
+      if (!node.removed && reads(node, id))
+        return is_op(node, "reshape") && node.outputs[0].shape == channels ? reader : -1;
+    }
+    return -1;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -66,8 +102,16 @@ int fuse_pool_relu_gradients(Graph& graph) {
     where.op = &OpRegistry::global().get("max_pool2d_relu_backward");
     where.attrs = pool.attrs;
     where.inputs = pool.inputs;
+    const std::string data_format = pool.attrs.get_string("data_format");
+    const TensorSpec r = where.outputs[0];
+    where.outputs.push_back({Shape{r.shape[data_format == "NHWC" ? 3 : 1]}, r.dtype});
     nodes[static_cast<size_t>(pooled.node)].removed = true;
     nodes[static_cast<size_t>(condition.node)].removed = true;
+    const int channel_sum = channel_sum_of(graph, w, data_format, readers);
+    if (channel_sum >= 0) {
+      graph.replace_uses({channel_sum, 0}, {w, 1});
+      nodes[static_cast<size_t>(channel_sum)].removed = true;  // a sum, or a reshape of one that is dead now
+    }
     ++fused;
   }
   return fused;

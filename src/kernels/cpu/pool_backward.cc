@@ -63,7 +63,7 @@ bool windows_tile_image(const Pool2dGeometry& g) {
   return tiles(g.rows, g.input.height) && tiles(g.cols, g.input.width);
 }
 
-// Runs body(grad_y image, x image, grad_x image) in f32 for each image, in parallel over images, with grad_x
+// Runs body(n, grad_y image, x image, grad_x image) in f32 for each image n, in parallel over images, with grad_x
 // zeroed first unless `writes_every_element`. For f16 and bf16 each image is widened into per-thread buffers
 // (they stay in cache) and grad_x is rounded once.
 template <typename T, typename Body>
@@ -87,7 +87,7 @@ void for_each_image_in_f32(const Pool2dGeometry& g, const Tensor& grad_y, const 
         grad_x_image = grad_x_buffer.data();
       }
       if (!writes_every_element) std::fill(grad_x_image, grad_x_image + image, 0.0f);
-      body(grad_y_image, x_image, grad_x_image);
+      body(n, grad_y_image, x_image, grad_x_image);
       if constexpr (!std::is_same_v<T, float>) narrow(grad_x_image, grad_x_data + n * image, image);
     }
   });
@@ -129,17 +129,32 @@ void route_window(const Window& w, int64_t channels, TapOffset tap_offset, const
   }
 }
 
+// Adds each channel of an (H*W, channels) f32 image into image_sums (channels), in f32 (one image's terms)
+// while the image is in cache.
+void sum_channels(const float* image, int64_t pixels, int64_t channels, double* image_sums) {
+  thread_local std::vector<float> totals;
+  totals.assign(static_cast<size_t>(channels), 0.0f);
+  for (int64_t p = 0; p < pixels; ++p) {
+    const float* row = image + p * channels;
+    for (int64_t c = 0; c < channels; ++c) totals[static_cast<size_t>(c)] += row[c];
+  }
+  for (int64_t c = 0; c < channels; ++c) image_sums[c] = totals[static_cast<size_t>(c)];
+}
+
 // grad_y (N,OH,OW,C), x (N,H,W,C) -> grad_x (N,H,W,C) (route_window for each window). Windows that tile the
-// image write grad_x once; others zero it first and add.
+// image write grad_x once; others zero it first and add. With kThroughRelu also grad_x summed per channel (C):
+// f32 within an image, then f64 over the images in order (the same sums for any number of threads).
 template <typename T, bool kThroughRelu>
 void max_pool_backward(KernelContext& ctx) {
-  const Pool2dGeometry g = as_channels_last(Pool2dGeometry(ctx.inputs[1].shape(), ctx.attrs, ctx.op.name));
+  const Pool2dGeometry given(ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
+  const Pool2dGeometry g = as_channels_last(given);
   const int64_t channels = g.input.channels;
   const bool tiled = windows_tile_image(g);
+  std::vector<double> image_sums(kThroughRelu ? static_cast<size_t>(g.input.batch * channels) : 0);
   // Offsets within one image.
   const auto in_at = [&](int64_t y, int64_t x) { return g.input.offset(0, y, x, 0); };
   for_each_image_in_f32<T>(g, ctx.inputs[0], &ctx.inputs[1], ctx.outputs[0], tiled,
-                           [&](const float* grad_y, const float* x, float* grad_x) {
+                           [&](int64_t n, const float* grad_y, const float* x, float* grad_x) {
                              thread_local std::vector<float> best_values;
                              thread_local std::vector<int32_t> routed_flags;
                              best_values.resize(static_cast<size_t>(channels));
@@ -157,7 +172,27 @@ void max_pool_backward(KernelContext& ctx) {
                                  }
                                }
                              }
+                             if constexpr (kThroughRelu) {
+                               sum_channels(grad_x, g.input.height * g.input.width, channels,
+                                            image_sums.data() + n * channels);
+                             }
                            });
+  if constexpr (kThroughRelu) {
+    // NCHW ran as N*C single-channel images: image n*C + c holds channel c.
+    const int64_t images = given.input.batch, per_image = given.input.channels;
+    std::vector<double> channel_sums(static_cast<size_t>(per_image), 0.0);
+    for (int64_t n = 0; n < images; ++n) {
+      for (int64_t c = 0; c < per_image; ++c)
+        channel_sums[static_cast<size_t>(c)] += image_sums[static_cast<size_t>(n * per_image + c)];
+    }
+    const std::vector<float> rounded(channel_sums.begin(), channel_sums.end());
+    T* sums = static_cast<T*>(ctx.outputs[1].raw_data());
+    if constexpr (std::is_same_v<T, float>) {
+      std::copy(rounded.begin(), rounded.end(), sums);
+    } else {
+      narrow(rounded.data(), sums, per_image);
+    }
+  }
 }
 
 // grad_y (N,OH,OW,C) -> grad_x (N,H,W,C): each window's gradient shared
@@ -167,7 +202,7 @@ void avg_pool_backward(KernelContext& ctx) {
   const Pool2dGeometry g = as_channels_last(Pool2dGeometry(ctx.attrs.get_shape("input_shape"), ctx.attrs, ctx.op.name));
   const int64_t channels = g.input.channels;
   for_each_image_in_f32<T>(g, ctx.inputs[0], nullptr, ctx.outputs[0], /*writes_every_element=*/false,
-                           [&](const float* grad_y, const float*, float* grad_x) {
+                           [&](int64_t, const float* grad_y, const float*, float* grad_x) {
                              for (int64_t oy = 0; oy < g.output.height; ++oy) {
                                for (int64_t ox = 0; ox < g.output.width; ++ox) {
                                  const Window w = window(g, oy, ox);
