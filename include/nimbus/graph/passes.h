@@ -47,8 +47,9 @@ int fuse_epilogues(Graph& graph);
 // (no (T x S) matrix). Returns the number of fused nodes made.
 int fuse_attention(Graph& graph);
 // Pool-ReLU gradients (the JIT switch, CPU graphs): where(greater(x, 0), max_pool2d_backward(g, x), 0), as a
-// CNN's backward pass makes it, becomes one max_pool2d_relu_backward(g, x) node. Returns the number of
-// fused nodes made.
+// CNN's backward pass makes it, becomes one max_pool2d_relu_backward(g, x) node, whose second output (that
+// gradient summed per channel) stands in for a sum of it over the other axes (the bias gradient of the
+// convolution below). Returns the number of fused nodes made.
 int fuse_pool_relu_gradients(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
