@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --jpegs) jpeg_count=$2; shift 2 ;;
     --accuracy) accuracy=1; shift ;;
-    *) sed -n 2,26p "$0" >&2; exit 2 ;;
+    *) sed -n 2,25p "$0" >&2; exit 2 ;;
   esac
 done
 peers=${NIMBUS_PEERS:-../shared/peers}
