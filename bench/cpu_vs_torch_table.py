@@ -56,6 +56,10 @@ def main():
               "decode bound (goal >= 60%)")
     if "cnn time to 90%" in by:
         for who, records in by["cnn time to 90%"].items():
+            for r in sorted(records, key=lambda r: r["seed"]):
+                print(f"cnn, {who}, seed {r['seed']}: {r['value']:.1f} s to 90.0% (epoch {r['epoch']}"
+                      f"{'' if r['reached'] else ', not reached: 10-epoch time'}), "
+                      f"test accuracy after 5 epochs {r['accuracy_epoch_5']:.4f}")
             missed = [r["seed"] for r in records if not r["reached"]]
             accuracy = statistics.median(r["accuracy_epoch_5"] for r in records)
             print(f"cnn, {who}: test accuracy after 5 epochs, median of seeds: {accuracy:.4f}"

@@ -189,4 +189,14 @@ int capture_of(const Graph& graph, ValueRef value) {
   }
 }
 
+std::map<std::pair<int, int>, int> reader_counts(const Graph& graph) {
+  std::map<std::pair<int, int>, int> counts;
+  for (const Node& node : graph.nodes()) {
+    if (node.removed) continue;
+    for (const ValueRef& input : node.inputs) ++counts[{input.node, input.output}];
+  }
+  for (const ValueRef& output : graph.outputs()) ++counts[{output.node, output.output}];
+  return counts;
+}
+
 }  // namespace nimbus::graph

@@ -31,11 +31,11 @@ const OpSchema& kRelu = define_op({
         [](const GradContext& ctx) {
           // From the output (y > 0 exactly where x > 0), as torch does: the
           // input then has no reader but relu, so graph fusion can fold it into
-          // the op that computes it (a matmul's or convolution's post-op).
-          // A rank-0 zero, which the comparison and the select broadcast: no zero tensor to fill and read.
+          // the op that computes it (a matmul's or convolution's post-op). The zeros are scalars that
+          // broadcast: no tensor of zeros to fill and read.
+          const Tensor& y = ctx.outputs[0];
           const Tensor g = ctx.grad_output(0);
-          const Tensor zero = scalar_like(g, 0);
-          return std::vector<Tensor>{where(greater(ctx.outputs[0], zero), g, zero)};
+          return std::vector<Tensor>{where(greater(y, scalar_like(y, 0.0)), g, scalar_like(g, 0.0))};
         },
 });
 // NaN stays NaN (as in torch and TensorFlow): a diverged value must not turn into a zero.

@@ -48,6 +48,28 @@ const OpSchema& kMaxPoolBackward = define_op({
     .differentiable = false,
 });
 
+// Graph fusion (src/graph/passes/pool_relu_gradient.cc) makes it from max_pool2d_backward and relu's gradient
+// where(x > 0, ·, 0): one pass over the image instead of two.
+// Its second output is the first summed over all but the channel axis: the bias gradient of the convolution
+// that computed z, which the kernel adds up while the gradient is in cache.
+const OpSchema& kMaxPoolReluBackward = define_op({
+    .name = "max_pool2d_relu_backward",
+    .summary = "max_pool2d_backward(grad_y, x) where x > 0, else 0: the gradient through max_pool2d(relu(z)) to z, "
+               "from x = relu(z); and that gradient summed per channel",
+    .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFollowInputs,
+    .widen_16_bit = true,
+    .num_inputs = 2,
+    .infer =
+        [](const InferContext& ctx) {
+          std::vector<TensorSpec> outputs = kMaxPoolBackward.infer(ctx);
+          const Pool2dGeometry g(ctx.inputs[1].shape, ctx.attrs, ctx.op.name);
+          outputs.push_back({Shape{g.input.channels}, ctx.inputs[1].dtype});
+          return outputs;
+        },
+    .differentiable = false,
+});
+
 const OpSchema& kAvgPoolBackward = define_op({
     .name = "avg_pool2d_backward",
     .summary = "the gradient of avg_pool2d, from grad_y and the input's shape",
@@ -160,21 +182,43 @@ const bool kAvgPoolReference =
                                      });
                                    }});
 
-// grad_y (N,OH,OW,C), x (N,H,W,C) -> grad_x (N,H,W,C); NCHW alike.
-const bool kMaxPoolBackwardReference = register_kernel(
-    "max_pool2d_backward", {.name = kReferenceKernel, .dtypes = kPoolDTypes, .fn = [](KernelContext& ctx) {
-                              const Pool2dGeometry g(ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
-                              std::vector<double> grad_x(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
-                              visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
-                                const T* pg = static_cast<const T*>(ctx.inputs[0].raw_data());
-                                const T* px = static_cast<const T*>(ctx.inputs[1].raw_data());
-                                for_each_window(g, [&](int64_t yi, const std::vector<int64_t>& taps) {
-                                  grad_x[static_cast<size_t>(first_max(px, taps))] += to_double(pg[yi]);
-                                });
-                                T* out = static_cast<T*>(ctx.outputs[0].raw_data());
-                                for (size_t i = 0; i < grad_x.size(); ++i) out[i] = from_double<T>(grad_x[i]);
-                              });
-                            }});
+// grad_y (N,OH,OW,C), x (N,H,W,C) -> grad_x (N,H,W,C); NCHW alike. With `through_relu`
+// (max_pool2d_relu_backward), zero where x <= 0 or NaN, and grad_x summed per channel (C).
+void max_pool_backward_reference(KernelContext& ctx, bool through_relu) {
+  const Pool2dGeometry g(ctx.inputs[1].shape(), ctx.attrs, ctx.op.name);
+  std::vector<double> grad_x(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  std::vector<double> channel_sums(static_cast<size_t>(g.input.channels), 0.0);
+  const int64_t plane = g.input.height * g.input.width;
+  visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
+    const T* pg = static_cast<const T*>(ctx.inputs[0].raw_data());
+    const T* px = static_cast<const T*>(ctx.inputs[1].raw_data());
+    for_each_window(g, [&](int64_t yi, const std::vector<int64_t>& taps) {
+      grad_x[static_cast<size_t>(first_max(px, taps))] += to_double(pg[yi]);
+    });
+    T* out = static_cast<T*>(ctx.outputs[0].raw_data());
+    for (size_t i = 0; i < grad_x.size(); ++i) {
+      const bool passes = !through_relu || to_double(px[i]) > 0;
+      out[i] = from_double<T>(passes ? grad_x[i] : 0.0);
+      const int64_t at = static_cast<int64_t>(i);
+      const int64_t channel = g.input.channels_last ? at % g.input.channels : at / plane % g.input.channels;
+      channel_sums[static_cast<size_t>(channel)] += passes ? grad_x[i] : 0.0;
+    }
+    if (through_relu) {
+      T* sums = static_cast<T*>(ctx.outputs[1].raw_data());
+      for (size_t c = 0; c < channel_sums.size(); ++c) sums[c] = from_double<T>(channel_sums[c]);
+    }
+  });
+}
+
+const bool kMaxPoolBackwardReference =
+    register_kernel("max_pool2d_backward",
+                    {.name = kReferenceKernel,
+                     .dtypes = kPoolDTypes,
+                     .fn = [](KernelContext& ctx) { max_pool_backward_reference(ctx, /*through_relu=*/false); }}) &&
+    register_kernel("max_pool2d_relu_backward",
+                    {.name = kReferenceKernel, .dtypes = kPoolDTypes, .fn = [](KernelContext& ctx) {
+                       max_pool_backward_reference(ctx, /*through_relu=*/true);
+                     }});
 
 // grad_y (N,OH,OW,C) -> grad_x (N,H,W,C) with H, W from input_shape; NCHW alike.
 const bool kAvgPoolBackwardReference = register_kernel(

@@ -143,6 +143,10 @@ void add_pool_cases(const PoolPattern& p) {
   add_op_case({.name = "avg_pool2d_" + suffix, .op = "avg_pool2d", .inputs = {{p.x}}, .attrs = attrs});
   add_op_case(
       {.name = "max_pool2d_backward_" + suffix, .op = "max_pool2d_backward", .inputs = {{y}, {p.x}}, .attrs = attrs});
+  add_op_case({.name = "max_pool2d_relu_backward_" + suffix,
+               .op = "max_pool2d_relu_backward",
+               .inputs = {{y}, {p.x}},
+               .attrs = attrs});
   add_op_case({.name = "avg_pool2d_backward_" + suffix,
                .op = "avg_pool2d_backward",
                .inputs = {{y}},
@@ -154,6 +158,10 @@ void add_pool_cases(const PoolPattern& p) {
 NIMBUS_OP_CASES(pooling) {
   const PoolPattern patterns[] = {
       {.suffix = "nhwc_2x2", .x = {2, 4, 6, 3}, .pool_size = {2, 2}, .strides = {2, 2}},
+      // Windows that tile the image, the last ones clipped (the backward kernels write each element once) ...
+      {.suffix = "nhwc_2x2_same_odd", .x = {2, 5, 7, 3}, .pool_size = {2, 2}, .strides = {2, 2}, .padding = "same"},
+      // ... and that leave the last row and column out (those get no gradient).
+      {.suffix = "nhwc_2x2_valid_odd", .x = {2, 5, 7, 3}, .pool_size = {2, 2}, .strides = {2, 2}},
       {.suffix = "nhwc_3x3_stride2_same", .x = {1, 7, 7, 3}, .pool_size = {3, 3}, .strides = {2, 2}, .padding = "same"},
       {.suffix = "nhwc_overlap_odd", .x = {2, 5, 6, 2}, .pool_size = {3, 2}, .strides = {1, 2}},
       {.suffix = "nchw_2x3_same",

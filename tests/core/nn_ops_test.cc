@@ -1,9 +1,10 @@
 // NN op behavior the op harness does not cover: dropout's statistics and
 // reproducibility, batch norm's normalized output, conv2d's error messages,
 // layout equivalence, and small results worked out by hand (TF's "same"
-// padding, average pooling at the border, max-pool ties).
+// padding, average pooling at the border, max-pool ties, zeros and NaN).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/nn.h"
 #include "nimbus/ops/reduction.h"
+#include "nimbus/ops/registry.h"
 #include "nimbus/ops/shape_ops.h"
 
 namespace nimbus {
@@ -210,6 +212,47 @@ TEST(Pool2dByHand, MaxPoolGradientGoesToTheFirstMaximumOfATie) {
     const Tensor grad = max_pool2d_backward(Tensor::from_vector<float>({5, 7}, {1, 1, 2, 1}), x);
     EXPECT_EQ(values(grad), (std::vector<float>{0, 5, 7, 0, 0, 0, 0, 0}));
   });
+}
+
+TEST(Pool2dByHand, MaxPoolGradientOfWhole2x2WindowsHandlesTiesZerosAndNaN) {
+  // One 2x2 window per channel, taps (a, b, d, e) in row-major order, nine channels (a vector and a rest).
+  const float nan = std::nanf("");
+  const std::vector<std::array<float, 4>> windows = {{1, 3, 3, 0}, {nan, 5, 1, 2},      {1, nan, 2, 0},
+                                                     {0, 0, 0, 0}, {-1, -2, -0.5f, -3}, {-0.0f, 0, 0, 0},
+                                                     {2, 1, 2, 2}, {1, 2, 3, 4},        {4, 3, 2, 1}};
+  // The tap each window's gradient goes to (a NaN first tap takes it; a later NaN never wins), and whether
+  // relu's gradient lets it through (that tap > 0).
+  const std::vector<int> first_max = {1, 0, 2, 0, 2, 0, 0, 3, 0};
+  const std::vector<bool> positive = {true, false, true, false, false, false, true, true, true};
+  const int64_t channels = static_cast<int64_t>(windows.size());
+  std::vector<float> x_values(4 * static_cast<size_t>(channels)), grad_y_values;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (size_t tap = 0; tap < 4; ++tap)
+      x_values[tap * static_cast<size_t>(channels) + static_cast<size_t>(c)] = windows[c][tap];
+    grad_y_values.push_back(static_cast<float>(c + 1));
+  }
+  const Tensor x = Tensor::from_vector<float>(x_values, {1, 2, 2, channels});
+  const Tensor grad_y = Tensor::from_vector<float>(grad_y_values, {1, 1, 1, channels});
+  const Attrs attrs{{"pool_size", std::vector<int64_t>{2, 2}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"padding", std::string("valid")},
+                    {"data_format", std::string("NHWC")}};
+  for (const bool through_relu : {false, true}) {
+    // The gradient, and with relu's its sum per channel (one routed value or none per channel here).
+    std::vector<float> expected(x_values.size(), 0.0f), channel_sums(static_cast<size_t>(channels), 0.0f);
+    for (int64_t c = 0; c < channels; ++c) {
+      if (!through_relu || positive[static_cast<size_t>(c)]) {
+        expected[static_cast<size_t>(first_max[static_cast<size_t>(c)] * channels + c)] = grad_y_values[c];
+        channel_sums[static_cast<size_t>(c)] = grad_y_values[c];
+      }
+    }
+    const OpSchema& op = OpRegistry::global().get(through_relu ? "max_pool2d_relu_backward" : "max_pool2d_backward");
+    both_kernels([&] {
+      const std::vector<Tensor> results = call_op(op, {grad_y, x}, attrs);
+      EXPECT_EQ(values(results[0]), expected) << op.name;
+      if (through_relu) EXPECT_EQ(values(results[1]), channel_sums);
+    });
+  }
 }
 
 }  // namespace

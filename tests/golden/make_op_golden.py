@@ -565,6 +565,11 @@ def pool2d_backward_torch(grad_y, x, attrs, kind):
     return torch.autograd.grad(pool2d_torch(x, attrs, kind), x, grad_y)[0]
 
 
+def relu_pool_backward_torch(grad_y, x, attrs, channel_sum_dims):
+    grad_z = torch.where(x > 0, pool2d_backward_torch(grad_y, x, attrs, "max"), torch.zeros_like(x))
+    return grad_z, grad_z.sum(dim=channel_sum_dims)
+
+
 def output_shape(fn, *shapes):
     """The shape fn gives for inputs of these shapes (grad_y of the backward ops)."""
     return list(fn(*[torch.zeros(s, dtype=torch.float64) for s in shapes]).shape)
@@ -630,6 +635,11 @@ def pool_entries():
         entries.append(Entry(f"max_pool2d_backward_{suffix}", "max_pool2d_backward", [Fl(*y), Fl(*x)],
                              lambda g, x, attrs=attrs: pool2d_backward_torch(g, x, attrs, "max"), attrs,
                              gradient=False))
+        # The gradient through max_pool2d(relu(z)) to z from x = relu(z), and its sum per channel.
+        channel_sum_dims = (0, 1, 2) if data_format == "NHWC" else (0, 2, 3)
+        entries.append(Entry(f"max_pool2d_relu_backward_{suffix}", "max_pool2d_relu_backward", [Fl(*y), Fl(*x)],
+                             lambda g, x, attrs=attrs, dims=channel_sum_dims: relu_pool_backward_torch(g, x, attrs, dims),
+                             attrs, gradient=False))
         avg_attrs = dict(attrs, input_shape=ShapeAttr(x))
         entries.append(Entry(f"avg_pool2d_backward_{suffix}", "avg_pool2d_backward", [Fl(*y)],
                              lambda g, attrs=avg_attrs: pool2d_backward_torch(g, None, attrs, "avg"), avg_attrs,
@@ -766,7 +776,7 @@ NO_TORCH_EQUIVALENT = {
     "all_reduce_wait": "a collective's result between replicas, the identity outside one; tests/distribute checks it against sums across replicas",
     "scaled_dot_product_attention_backward": "its out and logsumexp inputs must be the forward's results, which "
                                               "independent draws are not; the forward's entries check it through their gradients",
-    "sparse_softmax_cross_entropy_backward": "the gradient of sparse_softmax_cross_entropy, which CPU tapes and traces "
+    "sparse_softmax_cross_entropy_backward": "the gradient of sparse_softmax_cross_entropy, which tapes and traces "
                                              "compute with it: that op's entries check it through their gradients",
     "adam_update": "a state update of many tensors, not a function: OpSideEffects, and tests/train/fused_adam_test.cc against the unfused Adam and AdamW ops",
 }

@@ -16,7 +16,9 @@
 //   graph.to_dot();   // Graphviz, for pictures
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nimbus/ops/op_schema.h"
@@ -87,6 +89,9 @@ class Graph {
 // The capture node whose memory a value is (the capture itself, or a view of
 // it such as a reshape), or -1.
 int capture_of(const Graph& graph, ValueRef value);
+
+// How many readers each value (node, output) has: inputs of the nodes not removed, and graph outputs.
+std::map<std::pair<int, int>, int> reader_counts(const Graph& graph);
 
 // "f32[32, 784]"
 std::string spec_to_string(const TensorSpec& spec);

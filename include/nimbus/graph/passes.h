@@ -46,6 +46,11 @@ int fuse_epilogues(Graph& graph);
 // tensors, where no other op reads an intermediate, becomes one scaled_dot_product_attention node
 // (no (T x S) matrix). Returns the number of fused nodes made.
 int fuse_attention(Graph& graph);
+// Pool-ReLU gradients (the JIT switch, CPU graphs): where(greater(x, 0), max_pool2d_backward(g, x), 0), as a
+// CNN's backward pass makes it, becomes one max_pool2d_relu_backward(g, x) node, whose second output (that
+// gradient summed per channel) stands in for a sum of it over the other axes (the bias gradient of the
+// convolution below). Returns the number of fused nodes made.
+int fuse_pool_relu_gradients(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
 // Returns the number of assigns folded.
@@ -60,11 +65,12 @@ struct PassOptions {
   bool fuse_elementwise = true;
   bool fuse_attention = true;
   bool fuse_epilogues = true;
+  bool fuse_pool_relu_gradients = true;  // on the CPU only: max_pool2d_relu_backward has CPU kernels alone
   bool update_in_place = true;
 };
 
 // Runs the enabled passes in order (update forwarding, folding,
-// simplification, CSE, dead code, attention, matmul epilogues, elementwise fusion,
+// simplification, CSE, dead code, attention, matmul epilogues, pool-ReLU gradients, elementwise fusion,
 // in-place updates) and compacts the graph.
 void optimize(Graph& graph, const PassOptions& options);
 

@@ -11,6 +11,10 @@ void optimize(Graph& graph, const PassOptions& options) {
   graph.compact();
   if (options.fuse_attention && fuse_attention(graph) > 0) graph.compact();
   if (options.fuse_epilogues && fuse_epilogues(graph) > 0) graph.compact();
+  if (options.fuse_pool_relu_gradients && options.device.is_cpu() && fuse_pool_relu_gradients(graph) > 0) {
+    eliminate_dead_code(graph);  // the zeros compared with and selected, sums kept by reshapes now gone
+    graph.compact();
+  }
   if (options.fuse_elementwise) fuse_elementwise(graph);
   if (options.update_in_place && update_in_place(graph) > 0) graph.compact();
 }
