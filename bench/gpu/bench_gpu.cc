@@ -5,8 +5,9 @@
 // chain with NVRTC fusion on and off, the MLP and CNN training steps (tests/support/step_models.h) traced into
 // graph mode, in samples/s with fusion off and on, and mixed precision's goal (issue 10): a transformer block and
 // the example's CNN at batch 4,096 (tests/support/policy_step_models.h) under float32 and mixed_bfloat16, with
-// the ratio. Without a GPU it says why and exits 2. NIMBUS_BENCH_OPS=1 (with NIMBUS_CUDA_SYNC=1) also prints
-// each training step's time by op on stderr.
+// the ratio; and the fused attention's forward + backward, causal bf16 (issue 28), against torch_train.py's
+// F.scaled_dot_product_attention rows of the same shapes. Without a GPU it says why and exits 2. NIMBUS_BENCH_OPS=1
+// (with NIMBUS_CUDA_SYNC=1) also prints each training step's time by op on stderr.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -73,6 +74,28 @@ void convolution(DType dtype) {
   row("conv2d_backward_input, same shape, " + type + " (cuDNN)", flops / grad_x / 1e12, "TFLOP/s", "the forward row");
   const double grad_w = seconds_per_call([&] { (void)conv2d_backward_filter(y, x, filter.shape(), same); }, 20);
   row("conv2d_backward_filter, same shape, " + type + " (cuDNN)", flops / grad_w / 1e12, "TFLOP/s", "the forward row");
+}
+
+// scaled_dot_product_attention forward + backward (gradients of q, k and v), causal, bf16, B 8 H 16 D 64:
+// TFLOP/s by FlashAttention's count for a causal step (3.5 x the forward's 2 x 2 x B x H x T^2 x D / 2), and ms.
+void attention(int64_t sequence) {
+  constexpr int64_t kBatch = 8, kHeads = 16, kHeadSize = 64;
+  const Shape shape{kBatch, kHeads, sequence, kHeadSize};
+  const auto draw = [&] { return cast(random_normal(shape), DType::kBF16).to(Device::cuda()); };
+  const Tensor q = draw(), k = draw(), v = draw(), grad_out = draw();
+  const double s = seconds_per_call(
+      [&] {
+        GradientTape tape;
+        for (const Tensor& x : {q, k, v}) tape.watch(x);
+        const Tensor out = scaled_dot_product_attention(q, k, v, {.causal = true});
+        (void)tape.gradient(out, {q, k, v}, grad_out);
+      },
+      20);
+  const double flops = 3.5 * 2 * 2 * kBatch * kHeads * sequence * sequence * kHeadSize / 2;
+  row(fmt::format("scaled_dot_product_attention forward + backward, causal bf16, B {} H {} T {} D {} (fused CUDA "
+                  "kernels; {:.3f} ms)",
+                  kBatch, kHeads, sequence, kHeadSize, s * 1e3),
+      flops / s / 1e12, "TFLOP/s", "PyTorch's row of the same shape (F.scaled_dot_product_attention)");
 }
 
 void bandwidth(int64_t n) {
@@ -235,6 +258,8 @@ int main() {
   attempt("conv2d bf16", [] { convolution(DType::kBF16); });
   attempt("bandwidth", [] { bandwidth(int64_t{1} << 26); });
   attempt("fusion", [] { fusion(int64_t{1} << 24); });
+  attempt("attention T 1024", [] { attention(1024); });
+  attempt("attention T 4096", [] { attention(4096); });
   failures += training(
       "MLP 784-512-512-10", [] { return testing::make_mlp(Device::cuda(), 512); }, Shape{784}, 256);
   failures += training(

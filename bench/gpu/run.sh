@@ -9,7 +9,8 @@
 # examples/fashion_mnist_fit's CNN on cuda:0, graph + jit, float32 then mixed_bfloat16, one epoch
 # of Fashion-MNIST each (loss before and after, test accuracy >= 0.85, samples/s) against PyTorch's
 # eager and torch.compile CNN at the same batch (bench/gpu/torch_train.py, same call); bench_gpu
-# (GEMMs, cuDNN convolutions, mixed precision's bf16 / f32 ratios, issue 10); the planner's
+# (GEMMs, cuDNN convolutions, mixed precision's bf16 / f32 ratios, issue 10; the fused attention at T = 1024
+# and 4096 against F.scaled_dot_product_attention, issue 28); the planner's
 # predicted step time on this GPU (bench/gpu/planner_predictions.json, made by
 # bench/gpu/predict_steps.sh where the full build is) against the measured one.
 #
@@ -131,7 +132,7 @@ fi
 start=$(date +%s)
 compile_flag=()
 [ "${NIMBUS_GPU_RUN_TORCH_COMPILE:-1}" = 0 ] && compile_flag=(--no-compile)
-# PyTorch's eager and torch.compile MLP / CNN at batch 256, the mixed-precision anchors, the GEMM ceiling.
+# PyTorch's eager and torch.compile MLP / CNN at batch 256, the mixed-precision and attention anchors, the GEMM ceiling.
 PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_train.py "${compile_flag[@]}" 2>"$out/torch.log" |
   markdown_rows
 row "torch_train.py" "$(elapsed "$start") s" "see torch.log"

@@ -2,9 +2,10 @@
 """PyTorch's side of the GPU table (bench/gpu/run.sh): the cuBLAS GEMM ceiling,
 the device-to-device copy rate, MLP / CNN training samples/s in eager mode
 and under torch.compile, on the same models, batch and optimizer as bench_gpu,
-and mixed precision's anchor (issue 10): bench_gpu's transformer block and the
+mixed precision's anchor (issue 10): bench_gpu's transformer block and the
 CNN at batch 4,096, eager, f32 with TF32 off against torch.autocast bf16, and
-the ratio.
+the ratio; and issue 28's attention anchor: F.scaled_dot_product_attention
+forward + backward, causal, bf16, at bench_gpu's shapes.
 
 Prints Markdown table rows `| what | figure | against |`. Timing: warm-up, then
 a timed loop between synchronize() calls; inputs are random, never
@@ -175,6 +176,23 @@ def mixed_precision_rows():
     mixed_precision_speedup("CNN", cnn, images, labels, nn.CrossEntropyLoss())
 
 
+def attention_rate(sequence, batch=8, heads=16, head_size=64):
+    """F.scaled_dot_product_attention forward + backward (gradients of q, k and v), causal, bf16, in ms and in
+    TFLOP/s of FlashAttention's count for a causal step: 3.5 x the forward's 2 x 2 x B x H x T^2 x D / 2."""
+    shape = (batch, heads, sequence, head_size)
+    q, k, v = (torch.randn(shape, device=DEVICE, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    grad_out = torch.randn(shape, device=DEVICE, dtype=torch.bfloat16)
+
+    def step():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.autograd.grad(out, (q, k, v), grad_out)
+
+    s = seconds_per_call(step, 20)
+    flops = 3.5 * 2 * 2 * batch * heads * sequence * sequence * head_size / 2
+    row(f"PyTorch scaled_dot_product_attention forward + backward, causal bf16, B {batch} H {heads} T {sequence} "
+        f"D {head_size}", f"{s * 1e3:.3f} ms", f"{flops / s / 1e12:.1f} TFLOP/s")
+
+
 def main():
     if DEVICE == "cuda":
         if not torch.cuda.is_available():
@@ -186,6 +204,8 @@ def main():
         gemm(4096, torch.float32, tf32=True)
         gemm(4096, torch.bfloat16)
         gemm(8192, torch.bfloat16)
+        for sequence in (1024, 4096):
+            attention_rate(sequence)
         try:  # before torch.compile's rows, which may use up run.sh's time limit
             mixed_precision_rows()
         except Exception as error:  # keep the rows printed so far
