@@ -28,12 +28,7 @@ bool is_op_named(const Node& node, const char* name) {
 
 int fuse_attention(Graph& graph) {
   auto& nodes = graph.nodes();
-  std::map<std::pair<int, int>, int> reader_count;
-  for (const Node& node : nodes) {
-    if (node.removed) continue;
-    for (const ValueRef& input : node.inputs) ++reader_count[{input.node, input.output}];
-  }
-  for (const ValueRef& output : graph.outputs()) ++reader_count[{output.node, output.output}];
+  std::map<std::pair<int, int>, int> reader_count = reader_counts(graph);
   const auto single_reader = [&](ValueRef value) { return reader_count[{value.node, value.output}] == 1; };
   const auto node_of = [&](ValueRef value) -> Node& { return nodes[static_cast<size_t>(value.node)]; };
 

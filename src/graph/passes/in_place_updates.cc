@@ -33,12 +33,7 @@ bool touches(const Graph& graph, const Node& node, int capture) {
 int update_in_place(Graph& graph) {
   auto& nodes = graph.nodes();
   // Readers of each value, and graph outputs, decide whether an output is private to its assign.
-  std::map<std::pair<int, int>, int> readers;
-  for (const Node& node : nodes) {
-    if (node.removed) continue;
-    for (const ValueRef& input : node.inputs) ++readers[{input.node, input.output}];
-  }
-  for (const ValueRef& output : graph.outputs()) ++readers[{output.node, output.output}];
+  std::map<std::pair<int, int>, int> readers = reader_counts(graph);
 
   int folded = 0;
   for (size_t a = 0; a < nodes.size(); ++a) {
