@@ -119,6 +119,42 @@ void jpeg_on_message(j_common_ptr info, int level) {
   if (level < 0 && !error->allow_truncated && loses_pixels(info->err->msg_code)) jpeg_error_exit(info);
 }
 
+// One decompressor per thread, reused from image to image (jpeg_abort_decompress readies it for the
+// next): creating one sets up libjpeg's memory manager and tables each time. `rows` keeps its memory
+// between images too, so that it is neither allocated nor zeroed per image.
+struct ThreadJpegDecoder {
+  jpeg_decompress_struct info{};
+  JpegError error{};
+  std::vector<uint8_t> rows;  // the window's decoded rows when they need cropping or converting
+  // Larger row buffers (a crop of a large photo) are given back after the image.
+  static constexpr size_t kRowsKeptMax = size_t{8} << 20;
+
+  ThreadJpegDecoder() {
+    info.err = jpeg_std_error(&error.manager);
+    error.manager.error_exit = jpeg_error_exit;
+    error.manager.emit_message = jpeg_on_message;
+    if (setjmp(error.jump) != 0) throw OutOfMemory(fmt::format("decode_image: libjpeg: {}", error.message));
+    jpeg_create_decompress(&info);
+  }
+  ~ThreadJpegDecoder() { jpeg_destroy_decompress(&info); }
+  ThreadJpegDecoder(const ThreadJpegDecoder&) = delete;
+  ThreadJpegDecoder& operator=(const ThreadJpegDecoder&) = delete;
+
+  // Ends the image early or after an error: the decoder is ready for the next one.
+  void abort() {
+    jpeg_abort_decompress(&info);
+    if (rows.capacity() > kRowsKeptMax) std::vector<uint8_t>().swap(rows);
+  }
+};
+
+ThreadJpegDecoder& thread_jpeg_decoder() {
+  // On the heap: libnimbus's thread-locals must fit the few hundred bytes of static TLS that Python's
+  // dlopen leaves it (host memory's are initial-exec).
+  thread_local std::unique_ptr<ThreadJpegDecoder> decoder;
+  if (decoder == nullptr) decoder = std::make_unique<ThreadJpegDecoder>();
+  return *decoder;
+}
+
 // Decodes the window `choose` picks from the image's size (the whole image
 // when `choose` is empty). libjpeg-turbo skips the rows above the window
 // (entropy decoding only), decodes only the iMCU columns that hold it, and
@@ -126,75 +162,72 @@ void jpeg_on_message(j_common_ptr info, int level) {
 // window's last row only.
 Tensor decode_jpeg(std::string_view bytes, int channels, const std::string& what, const ChooseWindow& choose,
                    bool allow_truncated) {
-  jpeg_decompress_struct info{};
-  JpegError error{};
-  info.err = jpeg_std_error(&error.manager);
-  error.manager.error_exit = jpeg_error_exit;
-  error.manager.emit_message = jpeg_on_message;
-  error.allow_truncated = allow_truncated;
+  ThreadJpegDecoder& decoder = thread_jpeg_decoder();
+  jpeg_decompress_struct& info = decoder.info;
+  decoder.error.allow_truncated = allow_truncated;
   // Locals changed after setjmp are indeterminate after a longjmp: what is
   // written after it lives behind pointers that do not change.
   auto out = std::make_unique<Tensor>();
-  auto row_buffer = std::make_unique<std::vector<uint8_t>>();
-  if (setjmp(error.jump) != 0) {
-    jpeg_destroy_decompress(&info);
-    throw DataError(fmt::format("{}: corrupt JPEG: {}", context(what), error.message),
+  if (setjmp(decoder.error.jump) != 0) {
+    decoder.abort();
+    throw DataError(fmt::format("{}: corrupt JPEG: {}", context(what), decoder.error.message),
                     allow_truncated ? "the file is damaged or not a JPEG: replace it"
                                     : "the file is damaged, cut short or not a JPEG: replace it, or accept truncated "
                                       "images, their missing part gray (allow_truncated; in a training config, "
                                       "allow_truncated_images: true)");
   }
-  jpeg_create_decompress(&info);
-  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
-  jpeg_read_header(&info, TRUE);
-  const int64_t image_height = info.image_height, image_width = info.image_width;
-  CropWindow window{0, 0, image_height, image_width};
+  // A C++ exception (a bad window, no memory) leaves the decoder mid-image: it is reset first.
   try {
+    jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+    jpeg_read_header(&info, TRUE);
+    const int64_t image_height = info.image_height, image_width = info.image_width;
+    CropWindow window{0, 0, image_height, image_width};
     if (image_height * image_width > kMaxImagePixels) check_image_size(image_height, image_width, what);
     if (choose) window = choose(image_height, image_width);
     check_window(window, image_height, image_width, what);
+    info.out_color_space = (channels == 1 || (channels == 0 && info.num_components == 1)) ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(&info);
+    const int from = info.output_components;
+    const int to = channels == 0 ? from : channels;
+    // The columns to decode: one pixel more on the left and one iMCU (at most
+    // 32 pixels) more on the right than the window, because chroma upsampling
+    // at the edges of a cropped decode repeats the edge sample instead of
+    // blending in its neighbour; libjpeg-turbo widens the left edge further to
+    // an iMCU boundary. Without that the window's edge pixels differ from a
+    // full decode's by a level or two.
+    const int64_t first = std::max<int64_t>(0, window.left - 1);
+    const int64_t last = std::min(image_width, window.left + window.width + 32);
+    JDIMENSION first_column = static_cast<JDIMENSION>(first), columns = static_cast<JDIMENSION>(last - first);
+    if (last - first < image_width) jpeg_crop_scanline(&info, &first_column, &columns);
+    if (window.top > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(window.top));
+    *out = host_tensor(Shape{window.height, window.width, to}, DType::kU8);
+    auto* dst = out->data<uint8_t>();
+    const size_t out_row = static_cast<size_t>(window.width * to);
+    // Rows go straight into the tensor when they need no conversion.
+    const bool direct = from == to && columns == static_cast<JDIMENSION>(window.width);
+    // Otherwise all the window's rows go into a buffer first and are copied out after: copying each row
+    // out right after the decoder wrote it ran several times slower (the loads waiting on its stores).
+    const size_t row_bytes = static_cast<size_t>(columns) * static_cast<size_t>(from);
+    if (!direct) decoder.rows.resize(std::max(decoder.rows.size(), row_bytes * static_cast<size_t>(window.height)));
+    uint8_t* buffer = decoder.rows.data();
+    const size_t skip = static_cast<size_t>(window.left - first_column) * static_cast<size_t>(from);
+    for (int64_t y = 0; y < window.height; ++y) {
+      JSAMPROW row = direct ? dst + static_cast<size_t>(y) * out_row : buffer + static_cast<size_t>(y) * row_bytes;
+      jpeg_read_scanlines(&info, &row, 1);
+    }
+    if (!direct) {
+      for (int64_t y = 0; y < window.height; ++y) {
+        convert_pixels(buffer + static_cast<size_t>(y) * row_bytes + skip, dst + static_cast<size_t>(y) * out_row,
+                       window.width, from, to);
+      }
+    }
+    // Reading to the end checks the rest of the file; a window that ends above the last row leaves it unread.
+    if (window.top + window.height == image_height) jpeg_finish_decompress(&info);
   } catch (...) {
-    jpeg_destroy_decompress(&info);
+    decoder.abort();
     throw;
   }
-  info.out_color_space = (channels == 1 || (channels == 0 && info.num_components == 1)) ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_start_decompress(&info);
-  const int from = info.output_components;
-  const int to = channels == 0 ? from : channels;
-  // The columns to decode: one pixel more on the left and one iMCU (at most
-  // 32 pixels) more on the right than the window, because chroma upsampling
-  // at the edges of a cropped decode repeats the edge sample instead of
-  // blending in its neighbour; libjpeg-turbo widens the left edge further to
-  // an iMCU boundary. Without that the window's edge pixels differ from a
-  // full decode's by a level or two.
-  const int64_t first = std::max<int64_t>(0, window.left - 1);
-  const int64_t last = std::min(image_width, window.left + window.width + 32);
-  JDIMENSION first_column = static_cast<JDIMENSION>(first), columns = static_cast<JDIMENSION>(last - first);
-  if (last - first < image_width) jpeg_crop_scanline(&info, &first_column, &columns);
-  if (window.top > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(window.top));
-  *out = host_tensor(Shape{window.height, window.width, to}, DType::kU8);
-  auto* dst = out->data<uint8_t>();
-  const size_t out_row = static_cast<size_t>(window.width * to);
-  // Rows go straight into the tensor when they need no conversion.
-  const bool direct = from == to && columns == static_cast<JDIMENSION>(window.width);
-  // Otherwise all the window's rows go into a buffer first and are copied out after: copying each row
-  // out right after the decoder wrote it ran several times slower (the loads waiting on its stores).
-  const size_t row_bytes = static_cast<size_t>(columns) * static_cast<size_t>(from);
-  if (!direct) row_buffer->resize(row_bytes * static_cast<size_t>(window.height));
-  const size_t skip = static_cast<size_t>(window.left - first_column) * static_cast<size_t>(from);
-  for (int64_t y = 0; y < window.height; ++y) {
-    JSAMPROW row =
-        direct ? dst + static_cast<size_t>(y) * out_row : row_buffer->data() + static_cast<size_t>(y) * row_bytes;
-    jpeg_read_scanlines(&info, &row, 1);
-  }
-  if (!direct) {
-    for (int64_t y = 0; y < window.height; ++y) {
-      convert_pixels(row_buffer->data() + static_cast<size_t>(y) * row_bytes + skip,
-                     dst + static_cast<size_t>(y) * out_row, window.width, from, to);
-    }
-  }
-  if (window.top + window.height == image_height) jpeg_finish_decompress(&info);
-  jpeg_destroy_decompress(&info);
+  decoder.abort();
   return std::move(*out);
 }
 

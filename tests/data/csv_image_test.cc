@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "nimbus/base/error.h"
@@ -310,6 +311,37 @@ TEST_F(ImageTest, AJpegCutShortIsAnErrorUnlessTruncatedImagesAreAllowed) {
   // A window above the cut decodes: the rows below it are never read.
   EXPECT_EQ(decode_and_crop_image(string_tensor(cut), CropWindow{0, 0, 8, 64}, 3).to_vector<int>(),
             crop(full, 0, 0, 8, 64).to_vector<int>());
+}
+
+// Each thread reuses one libjpeg decompressor: an image that fails, a window that stops above the
+// last row and a bad window must each leave it ready for the next image.
+TEST_F(ImageTest, AnImageAfterAFailureOrAnEarlyEndDecodesAsOnItsOwn) {
+  const std::string whole = encode_jpeg(64, 48, 3, textured(64, 48, 3));
+  const std::string other = encode_jpeg(40, 56, 1, textured(40, 56, 1));
+  const Tensor expected = decode_image(std::string_view(whole), 3);
+  const Tensor expected_other = decode_image(std::string_view(other), 0);
+  const std::string cut = whole.substr(0, whole.size() / 2);
+  std::string garbled = whole;
+  for (size_t i = garbled.size() / 3; i < garbled.size() / 3 + 64; ++i) garbled[i] = static_cast<char>(0xff);
+  const std::vector<std::function<void()>> disturbances = {
+      [&] { EXPECT_THROW(decode_image(std::string_view(cut), 3), DataError); },
+      [&] { EXPECT_THROW(decode_image(std::string_view(garbled), 3), DataError); },
+      [&] { EXPECT_THROW(decode_image(std::string_view("\xff\xd8\xff junk"), 3), DataError); },
+      [&] {
+        decode_and_crop_image(string_tensor(whole), CropWindow{3, 5, 7, 9}, 3);
+      },
+      [&] {
+        EXPECT_THROW(decode_and_crop_image(string_tensor(whole), CropWindow{60, 0, 8, 8}, 3), InvalidArgument);
+      },
+      [&] { decode_image(std::string_view(cut), 3, "", /*allow_truncated=*/true); },
+  };
+  for (size_t i = 0; i < disturbances.size(); ++i) {
+    disturbances[i]();
+    ASSERT_EQ(decode_image(std::string_view(whole), 3).to_vector<int>(), expected.to_vector<int>()) << "after " << i;
+    disturbances[i]();
+    ASSERT_EQ(decode_image(std::string_view(other), 0).to_vector<int>(), expected_other.to_vector<int>())
+        << "after " << i;
+  }
 }
 
 TEST_F(ImageTest, ImagePipelineWithIgnoreErrors) {

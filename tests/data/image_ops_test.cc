@@ -46,6 +46,23 @@ TEST(ImageOps, Flip) {
   EXPECT_LT(flipped, 70);
 }
 
+// Every width around RGB flip's five-pixel steps, against a plain loop.
+TEST(ImageOps, FlipOfRgbRowsOfEveryWidthMatchesAPlainLoop) {
+  for (int64_t w = 1; w <= 41; ++w) {
+    const Tensor image = ramp(3, w, 3);
+    const std::vector<int> values = image.to_vector<int>(), flipped = flip_left_right(image).to_vector<int>();
+    for (int64_t y = 0; y < 3; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t c = 0; c < 3; ++c) {
+          ASSERT_EQ(flipped[static_cast<size_t>((y * w + x) * 3 + c)],
+                    values[static_cast<size_t>((y * w + (w - 1 - x)) * 3 + c)])
+              << "width " << w << ", pixel (" << y << ", " << x << "), channel " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(ImageOps, ResizeBilinearHalfPixelCenters) {
   // 2x2 -> 4x4 as tf.image.resize(bilinear): corners keep their values,
   // the next sample is 3/4 one + 1/4 the other.
