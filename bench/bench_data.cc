@@ -125,15 +125,21 @@ int main(int argc, char** argv) {
     start = std::chrono::steady_clock::now();
     const double cpu_start = cpu_seconds();
     int images = 0;
-    while (auto batch = it.next()) images += static_cast<int>((*batch)[0].dim(0));
+    double first_batch = 0;  // seconds: the pipeline's start
+    while (auto batch = it.next()) {
+      if (images == 0) first_batch = seconds_since(start);
+      images += static_cast<int>((*batch)[0].dim(0));
+    }
     const double rate = images / seconds_since(start);
     const std::string label = whole_image             ? std::string("nimbus, whole-image decode, autotune")
                               : parallel == kAutotune ? std::string("nimbus pipeline, AUTOTUNE")
                                                       : fmt::format("nimbus pipeline, parallel {}", parallel);
     // CPU per image shows the cost of the work and its hand-offs apart from how
     // much of the machine other processes leave.
-    fmt::print("{:<38} {:>10.0f} images/s ({:.2f} of one core's decode bound; {:.0f} us of CPU per image)\n", label,
-               rate, rate / decode_rate, (cpu_seconds() - cpu_start) / images * 1e6);
+    fmt::print(
+        "{:<38} {:>10.0f} images/s ({:.2f} of one core's decode bound; {:.0f} us of CPU per image; first batch after "
+        "{:.1f} ms)\n",
+        label, rate, rate / decode_rate, (cpu_seconds() - cpu_start) / images * 1e6, first_batch * 1e3);
     if (parallel == kAutotune && !whole_image) fmt::print("{}", it.stats());
   }
   return 0;
