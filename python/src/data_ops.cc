@@ -195,17 +195,6 @@ HostStep random_crop_step(int64_t height, int64_t width) {
           }};
 }
 
-HostStep random_flip_step() {
-  return {"random_flip_left_right",
-          [](std::span<const Tensor> in, uint64_t seed) {
-            return std::vector<Tensor>{data::random_flip_left_right(in[0], seed)};
-          },
-          [](Specs inputs) {
-            check_image_rank(inputs, "random_flip_left_right");
-            return std::vector<ComponentSpec>{inputs[0]};
-          }};
-}
-
 // Uniform floats in [low, high) from the step's seed: each call of the map draws anew.
 HostStep random_uniform_step(std::vector<int64_t> shape, double low, double high, DType dtype) {
   return {"random_uniform",
@@ -267,7 +256,7 @@ HostStep step_of(const std::string& name, const py::dict& attrs) {
   if (name == "parse_example") return parse_example_step(feature_specs_of(attr("features")));
   if (name == "resize") return resize_step(attr("height").cast<int64_t>(), attr("width").cast<int64_t>());
   if (name == "random_crop") return random_crop_step(attr("height").cast<int64_t>(), attr("width").cast<int64_t>());
-  if (name == "random_flip_left_right") return random_flip_step();
+  if (name == "random_flip_left_right") return data::random_flip_left_right_step();
   if (name == "random_uniform") {
     return random_uniform_step(attr("shape").cast<std::vector<int64_t>>(), attr("low").cast<double>(),
                                attr("high").cast<double>(), dtype_from_python(attr("dtype")));

@@ -330,10 +330,14 @@ std::optional<ScalarAffine> affine_chain(const ElementFunction::Program::Node& f
   return affine;
 }
 
+constexpr const char* kRandomFlipStep = "random_flip_left_right";
+
 // A cast from an integer dtype to f32 whose result only feeds a fused chain of scalar arithmetic
 // (tf.cast(image, tf.float32) / 255.0 - 0.5, ...) becomes one scale_shift_to_f32 step: the pass over
 // the pixels that the C++ pipeline's normalize makes, instead of a float copy of the element that a
 // second pass then reads. Its result is within one rounding of the unfused ops' (fma, composed factors).
+// A random flip whose image only feeds the cast joins the step too: its rows are read reversed (when
+// the step's seed draws a flip), with no flipped copy of the image.
 void run_integer_affine_as_scale_shift(ElementFunction::Program& program) {
   using Kind = ElementFunction::Program::Kind;
   static const OpSchema& cast = OpRegistry::global().get("cast");
@@ -360,13 +364,28 @@ void run_integer_affine_as_scale_shift(ElementFunction::Program& program) {
       const std::optional<ScalarAffine> affine = affine_chain(node, slot, constants);
       if (!affine) continue;
       removed[producer.at(slot)] = true;
+      const int image = source.inputs[0];
+      const auto& flip = program.nodes[producer.at(image)];
+      if (flip.kind == Kind::kHost && flip.step.name == kRandomFlipStep && uses[static_cast<size_t>(image)] == 1) {
+        removed[producer.at(image)] = true;
+        node = {.kind = Kind::kHost,
+                .step = {.name = "random_flip_scale_shift_to_f32",
+                         .run =
+                             [a = *affine](std::span<const Tensor> in, uint64_t seed) {
+                               return std::vector<Tensor>{
+                                   scale_shift_to_f32(in[0], {a.scale}, {a.shift}, random_flip_drawn(seed))};
+                             }},
+                .inputs = {flip.inputs[0]},
+                .first_output = node.first_output};
+        break;
+      }
       node = {.kind = Kind::kHost,
               .step = {.name = "scale_shift_to_f32",
                        .run =
                            [a = *affine](std::span<const Tensor> in, uint64_t) {
                              return std::vector<Tensor>{scale_shift_to_f32(in[0], {a.scale}, {a.shift})};
                            }},
-              .inputs = {source.inputs[0]},
+              .inputs = {image},
               .first_output = node.first_output};
       break;
     }
@@ -539,6 +558,21 @@ std::vector<int64_t> traced_shape(const Tensor& tensor) {
   }
   const auto dims = tensor.shape().dims();
   return {dims.begin(), dims.end()};
+}
+
+HostStep random_flip_left_right_step() {
+  return {kRandomFlipStep,
+          [](std::span<const Tensor> in, uint64_t seed) {
+            return std::vector<Tensor>{random_flip_left_right(in[0], seed)};
+          },
+          [](std::span<const ComponentSpec> inputs) {
+            if (inputs[0].shape.size() != 3) {
+              throw InvalidArgument(fmt::format("random_flip_left_right: an image has shape (H, W, C), got rank {}",
+                                                inputs[0].shape.size()),
+                                    "map over single images (before batch), or unbatch first");
+            }
+            return std::vector<ComponentSpec>{inputs[0]};
+          }};
 }
 
 }  // namespace nimbus::data

@@ -141,6 +141,24 @@ Tensor decode_and_random_crop(const Tensor& bytes, int64_t height, int64_t width
       channels, what);
 }
 
+namespace {
+
+// One row of `width` pixels of `pixel` bytes each, reversed.
+void reverse_row(const char* src, char* dst, int64_t width, size_t pixel) {
+  // Fixed-size copies for the common pixel sizes (u8 gray, RGB, RGBA; f32 RGB): a memcpy of
+  // a run-time size per pixel costs a call each.
+  switch (pixel) {
+    case 1: reverse_pixels<1>(src, dst, width); break;
+    case 3: reverse_pixels<3>(src, dst, width); break;
+    case 4: reverse_pixels<4>(src, dst, width); break;
+    case 12: reverse_pixels<12>(src, dst, width); break;
+    default:
+      for (int64_t x = 0; x < width; ++x) std::memcpy(dst + x * pixel, src + (width - 1 - x) * pixel, pixel);
+  }
+}
+
+}  // namespace
+
 Tensor flip_left_right(const Tensor& image) {
   check_hwc(image, "flip_left_right");
   const int64_t h = image.dim(0), w = image.dim(1);
@@ -149,26 +167,18 @@ Tensor flip_left_right(const Tensor& image) {
   const auto* src = static_cast<const char*>(image.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   const size_t row = static_cast<size_t>(w) * pixel;
-  for (int64_t y = 0; y < h; ++y) {
-    const char* s = src + static_cast<size_t>(y) * row;
-    char* d = dst + static_cast<size_t>(y) * row;
-    // Fixed-size copies for the common pixel sizes (u8 gray, RGB, RGBA; f32 RGB): a memcpy of
-    // a run-time size per pixel costs a call each.
-    switch (pixel) {
-      case 1: reverse_pixels<1>(s, d, w); break;
-      case 3: reverse_pixels<3>(s, d, w); break;
-      case 4: reverse_pixels<4>(s, d, w); break;
-      case 12: reverse_pixels<12>(s, d, w); break;
-      default:
-        for (int64_t x = 0; x < w; ++x) std::memcpy(d + x * pixel, s + (w - 1 - x) * pixel, pixel);
-    }
-  }
+  for (int64_t y = 0; y < h; ++y)
+    reverse_row(src + static_cast<size_t>(y) * row, dst + static_cast<size_t>(y) * row, w, pixel);
   return out;
 }
 
-Tensor random_flip_left_right(const Tensor& image, uint64_t seed) {
+bool random_flip_drawn(uint64_t seed) {
   detail::Rng rng(detail::mix_seed(seed, 0x666c6970));
-  return rng.below(2) == 1 ? flip_left_right(image) : image;
+  return rng.below(2) == 1;
+}
+
+Tensor random_flip_left_right(const Tensor& image, uint64_t seed) {
+  return random_flip_drawn(seed) ? flip_left_right(image) : image;
 }
 
 Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width) {
@@ -243,11 +253,13 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
   return scale_shift_to_f32(image, scale, shift);
 }
 
-Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift) {
+Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift,
+                          bool flip_left_right) {
   const auto k = static_cast<int64_t>(scale.size());
   if (k == 0 || shift.size() != scale.size()) {
     throw InvalidArgument(fmt::format("scale_shift_to_f32: {} scales and {} shifts", scale.size(), shift.size()));
   }
+  if (flip_left_right) check_hwc(values, "scale_shift_to_f32 with flip_left_right");
   // Blocks of 16 * k values whose per-position scale and shift are precomputed: the inner loop has no
   // modulo and vectorizes.
   const bool from_u8 = values.dtype() == DType::kU8;
@@ -259,28 +271,49 @@ Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale,
     block_shift[static_cast<size_t>(j)] = shift[static_cast<size_t>(j % k)];
   }
   const detail::ElementOutput output = detail::element_output_tensor(values.shape(), DType::kF32);
-  float* dst = output.tensor.data<float>();
-  const int64_t n = values.numel();
-  if (from_u8 && output.batch_row) {
-    scale_shift_u8_streaming(source.data<uint8_t>(), dst, n, block_scale.data(), block_shift.data(), block);
-    return output.tensor;
-  }
-  auto run = [&](const auto* src) {
-    int64_t i = 0;
-    for (; i + block <= n; i += block) {
-      for (int64_t j = 0; j < block; ++j) {
-        dst[i + j] =
-            static_cast<float>(src[i + j]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
-      }
+  // n values from src (u8 or f32) to dst, a part that starts at a multiple of k.
+  const auto convert = [&](const void* src, float* dst, int64_t n) {
+    if (from_u8 && output.batch_row) {
+      scale_shift_u8_streaming(static_cast<const uint8_t*>(src), dst, n, block_scale.data(), block_shift.data(), block);
+      return;
     }
-    for (int64_t j = 0; i < n; ++i, ++j) {
-      dst[i] = static_cast<float>(src[i]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
+    const auto run = [&](const auto* in) {
+      int64_t i = 0;
+      for (; i + block <= n; i += block) {
+        for (int64_t j = 0; j < block; ++j) {
+          dst[i + j] =
+              static_cast<float>(in[i + j]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
+        }
+      }
+      for (int64_t j = 0; i < n; ++i, ++j) {
+        dst[i] = static_cast<float>(in[i]) * block_scale[static_cast<size_t>(j)] + block_shift[static_cast<size_t>(j)];
+      }
+    };
+    if (from_u8) {
+      run(static_cast<const uint8_t*>(src));
+    } else {
+      run(static_cast<const float*>(src));
     }
   };
-  if (from_u8) {
-    run(source.data<uint8_t>());
-  } else {
-    run(source.data<float>());
+  float* dst = output.tensor.data<float>();
+  if (!flip_left_right) {
+    convert(source.raw_data(), dst, values.numel());
+    return output.tensor;
+  }
+  // Eight rows at a time reversed into a buffer that stays in cache, then converted: eight rows of f32
+  // span a multiple of 32 bytes, so each part's streaming stores start aligned if the first's do.
+  constexpr int64_t kRows = 8;
+  const int64_t h = values.dim(0), w = values.dim(1), row_values = w * values.dim(2);
+  const size_t item = dtype_size(source.dtype()), row_bytes = static_cast<size_t>(row_values) * item;
+  std::vector<char> reversed(static_cast<size_t>(std::min(h, kRows)) * row_bytes);
+  const auto* src = static_cast<const char*>(source.raw_data());
+  for (int64_t y = 0; y < h; y += kRows) {
+    const int64_t rows = std::min(kRows, h - y);
+    for (int64_t r = 0; r < rows; ++r) {
+      reverse_row(src + static_cast<size_t>(y + r) * row_bytes, reversed.data() + static_cast<size_t>(r) * row_bytes, w,
+                  static_cast<size_t>(values.dim(2)) * item);
+    }
+    convert(reversed.data(), dst + y * row_values, rows * row_values);
   }
   return output.tensor;
 }

@@ -106,6 +106,33 @@ TEST(ImageOps, ScaleShiftToF32MatchesAPlainLoop) {
   EXPECT_THROW(scale_shift_to_f32(ints, {1.0f, 2.0f}, {0.0f}), InvalidArgument);
 }
 
+// The flip read in the same pass: the values of scale_shift_to_f32(flip_left_right(image)), for u8 and
+// f32 images of 1 to 20 rows (parts of eight rows and a shorter last one) and odd widths.
+TEST(ImageOps, ScaleShiftToF32WithFlipMatchesFlipThenScaleShift) {
+  const std::vector<float> scale{0.5f, -2.0f, 1.0f / 255.0f}, shift{1.0f, 0.25f, -3.0f};
+  for (int64_t h : {1, 7, 8, 9, 20}) {
+    for (int64_t w : {1, 5, 13}) {
+      const Tensor u8 = ramp(h, w, 3);
+      for (const Tensor& image : {u8, u8.to(DType::kF32)}) {
+        EXPECT_EQ(scale_shift_to_f32(image, scale, shift, /*flip_left_right=*/true).to_vector<float>(),
+                  scale_shift_to_f32(flip_left_right(image), scale, shift).to_vector<float>())
+            << h << "x" << w << " " << dtype_name(image.dtype());
+      }
+    }
+  }
+  EXPECT_THROW(scale_shift_to_f32(Tensor::from_vector<uint8_t>({1, 2, 3}, {3}), {1.0f}, {0.0f}, true),
+               InvalidArgument);
+  int flips = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    const Tensor image = ramp(2, 3, 1);
+    flips += random_flip_drawn(seed);
+    EXPECT_EQ(random_flip_left_right(image, seed).to_vector<int>(),
+              (random_flip_drawn(seed) ? flip_left_right(image) : image).to_vector<int>());
+  }
+  EXPECT_GT(flips, 30);
+  EXPECT_LT(flips, 70);
+}
+
 TEST(ImageOps, AugmentationPipelineIsDeterministicAndRestorable) {
   Tensor images = ramp(8, 8, 3).reshape(Shape{1, 8, 8, 3});
   auto build = [&] {

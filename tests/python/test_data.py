@@ -376,6 +376,32 @@ def test_cast_of_uint8_then_scalar_arithmetic_is_one_pass_with_the_same_values()
         np.testing.assert_allclose(values(dataset.map(fn))[0], expected, rtol=1e-6)
 
 
+def test_a_random_flip_before_cast_and_scalar_arithmetic_joins_the_same_pass():
+    """tf.image.random_flip_left_right, then a cast and scalar arithmetic: one step that reads the rows
+    reversed when it draws a flip; each element is the normalized image or its mirror, both occur."""
+    from nimbus.data.dataset import _TracedFunction  # pylint: disable=import-outside-toplevel
+    image = np.random.default_rng(6).integers(0, 256, (9, 13, 3), np.uint8)
+    dataset = tf.data.Dataset.from_tensors(image).repeat(40)
+
+    def fn(v):
+        return tf.cast(tf.image.random_flip_left_right(v), tf.float32) / 255.0 - 0.5
+
+    program = _TracedFunction(fn, dataset.element_spec, "Dataset.map").engine.to_text()
+    assert "host random_flip_scale_shift_to_f32(%0)" in program and "cast" not in program, program
+    plain = image.astype(np.float32) / np.float32(255) - np.float32(0.5)
+    kinds = set()
+    for got in values(dataset.map(fn, num_parallel_calls=2).batch(8).unbatch()):
+        got = np.asarray(got)
+        flipped = np.allclose(got, plain[:, ::-1], rtol=1e-6, atol=1e-6)
+        assert flipped or np.allclose(got, plain, rtol=1e-6, atol=1e-6)
+        kinds.add(flipped)
+    assert kinds == {True, False}
+    # Used twice, the flipped image is kept: the flip stays its own step.
+    program = _TracedFunction(lambda v: (lambda f: (tf.cast(f, tf.float32) / 255.0 - 0.5, f))(
+        tf.image.random_flip_left_right(v)), dataset.element_spec, "Dataset.map").engine.to_text()
+    assert "host random_flip_left_right(%0)" in program and "host scale_shift_to_f32" in program, program
+
+
 def test_random_ops_in_a_map_draw_per_element():
     image = np.arange(4 * 6 * 1, dtype=np.uint8).reshape(4, 6, 1)
     dataset = tf.data.Dataset.from_tensors(image).repeat(64)

@@ -82,4 +82,8 @@ std::vector<Tensor> record_host_step(const HostStep& step, std::span<const Tenso
 // A tensor's shape as traced: -1 where the dimension is unknown; its plain shape otherwise.
 std::vector<int64_t> traced_shape(const Tensor& tensor);
 
+// random_flip_left_right of an (H, W, C) image as a host step. When the flipped image only feeds a
+// cast to f32 and scalar arithmetic, the trace runs the flip inside that scale_shift_to_f32 pass.
+HostStep random_flip_left_right_step();
+
 }  // namespace nimbus::data

@@ -34,6 +34,8 @@ Tensor decode_and_random_crop(const Tensor& bytes, int64_t height, int64_t width
 Tensor flip_left_right(const Tensor& image);
 // Mirrors with probability 1/2, drawn from `seed`.
 Tensor random_flip_left_right(const Tensor& image, uint64_t seed);
+// Whether random_flip_left_right flips for `seed`.
+bool random_flip_drawn(uint64_t seed);
 // Bilinear resize to (height, width), half-pixel centers (TF2's
 // tf.image.resize, antialias off); f32 output.
 Tensor resize_bilinear(const Tensor& image, int64_t height, int64_t width);
@@ -45,7 +47,9 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean, const std:
 // f32(values[i]) * scale[i % k] + shift[i % k] for any shape, k = scale.size() (k = C: per channel of
 // an (H, W, C) image; k = 1: one factor for all): one pass, u8 or f32 values read as they are (no
 // / 255). normalize's kernel, and what a traced map's cast from u8 followed by scalar arithmetic
-// runs as (data/element_function.h).
-Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift);
+// runs as (data/element_function.h). With `flip_left_right`, of the (H, W, C) image flip_left_right
+// gives, in the same pass (what a traced random flip before it becomes).
+Tensor scale_shift_to_f32(const Tensor& values, const std::vector<float>& scale, const std::vector<float>& shift,
+                          bool flip_left_right = false);
 
 }  // namespace nimbus::data
