@@ -84,10 +84,12 @@ int main(int argc, char** argv) {
   const std::string dir = argc > 2 ? argv[2] : "/tmp/nimbus_bench_jpegs";
   make_images(dir, count);
   std::vector<std::string> files;
+  files.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) files.push_back(dir + "/" + std::to_string(i) + ".jpg");
 
   // The bound: decoding alone on one thread (files already in memory).
   std::vector<Tensor> encoded;
+  encoded.reserve(files.size());
   for (const auto& f : files) encoded.push_back(read_file(f));
   for (size_t i = 0; i < std::min<size_t>(encoded.size(), 1000); ++i) decode_image(encoded[i], 3);  // warm-up
   auto start = std::chrono::steady_clock::now();

@@ -149,7 +149,7 @@ std::vector<Tensor> parse_example_rows(const Tensor& records, const std::vector<
   return outputs;
 }
 
-HostStep parse_example_step(std::vector<data::FeatureSpec> features) {
+HostStep parse_example_step(const std::vector<data::FeatureSpec>& features) {
   auto infer = [features](Specs inputs) {
     std::vector<ComponentSpec> outputs;
     for (const data::FeatureSpec& feature : features) {
@@ -212,7 +212,7 @@ HostStep random_uniform_step(std::vector<int64_t> shape, double low, double high
 }
 
 // nimbus.py_function: Python under the GIL on the pipeline's thread (one call at a time).
-HostStep python_function_step(py::function fn, std::vector<DType> dtypes) {
+HostStep python_function_step(py::function fn, const std::vector<DType>& dtypes) {
   return {"py_function",
           [held = held_with_gil(std::move(fn))](std::span<const Tensor> in, uint64_t) {
             const py::gil_scoped_acquire gil;
@@ -220,6 +220,7 @@ HostStep python_function_step(py::function fn, std::vector<DType> dtypes) {
           },
           [dtypes](Specs) {
             std::vector<ComponentSpec> outputs;
+            outputs.reserve(dtypes.size());
             for (const DType dtype : dtypes) outputs.push_back({{-1}, dtype});
             return outputs;
           }};
@@ -265,7 +266,7 @@ HostStep step_of(const std::string& name, const py::dict& attrs) {
   if (name == "py_function") {
     std::vector<DType> dtypes;
     for (const py::handle dtype : attr("dtypes").cast<py::list>()) dtypes.push_back(dtype_from_python(dtype));
-    return python_function_step(attr("fn").cast<py::function>(), std::move(dtypes));
+    return python_function_step(attr("fn").cast<py::function>(), dtypes);
   }
   throw InvalidArgument(fmt::format("_data_op: no data op '{}'", name));
 }

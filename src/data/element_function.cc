@@ -45,8 +45,8 @@ Shape with_stand_in(const std::vector<int64_t>& shape, int64_t stand_in) {
 }
 
 std::vector<int64_t> merged_dims(const Shape& a, const Shape& b) {
-  std::vector<int64_t> dims;
-  for (int i = 0; i < a.rank(); ++i) dims.push_back(a[i] == b[i] ? a[i] : -1);
+  std::vector<int64_t> dims(static_cast<size_t>(a.rank()));
+  for (int i = 0; i < a.rank(); ++i) dims[static_cast<size_t>(i)] = a[i] == b[i] ? a[i] : -1;
   return dims;
 }
 
@@ -406,12 +406,14 @@ void mark_last_uses(ElementFunction::Program& program) {
   }
   for (const int slot : program.outputs) last_reader[static_cast<size_t>(slot)] = -1;
   for (auto& node : program.nodes) {
-    if (node.kind == ElementFunction::Program::Kind::kConstant)
+    if (node.kind == ElementFunction::Program::Kind::kConstant) {
       last_reader[static_cast<size_t>(node.first_output)] = -1;
+    }
   }
   for (size_t slot = 0; slot < last_reader.size(); ++slot) {
-    if (last_reader[slot] >= 0)
+    if (last_reader[slot] >= 0) {
       program.nodes[static_cast<size_t>(last_reader[slot])].last_uses.push_back(static_cast<int>(slot));
+    }
   }
 }
 

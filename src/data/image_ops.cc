@@ -167,8 +167,9 @@ Tensor flip_left_right(const Tensor& image) {
   const auto* src = static_cast<const char*>(image.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   const size_t row = static_cast<size_t>(w) * pixel;
-  for (int64_t y = 0; y < h; ++y)
+  for (int64_t y = 0; y < h; ++y) {
     reverse_row(src + static_cast<size_t>(y) * row, dst + static_cast<size_t>(y) * row, w, pixel);
+  }
   return out;
 }
 
