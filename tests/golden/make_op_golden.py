@@ -771,6 +771,7 @@ NO_TORCH_EQUIVALENT = {
     "fused_elementwise": "a composition of other ops' reference kernels by construction; OpForward and the graph fusion tests check it",
     "fused_conv2d": "conv2d, add and an activation on their reference kernels by construction (each has golden entries); OpForward checks oneDNN's fused kernel against it",
     "fused_matmul": "matmul, add and an activation on their reference kernels by construction (each has golden entries); OpForward checks oneDNN's fused kernel against it",
+    "matmul_pair": "two matmuls on their reference kernels by construction (matmul has golden entries); OpForward checks the CPU's side-by-side kernel against it",
     "assign": "a state update, not a function: OpForward.SideEffects and the Variable tests check it",
     "random_normal": "Philox streams differ from torch's generators; rng_test.cc checks them",
     "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",
