@@ -180,8 +180,9 @@ struct ReluBiasBackward {
 };
 
 TEST(ReluBiasGradient, FusesIntoOneNodeWithTheSameOutputsToTheBit) {
-  // One block of rows; several blocks of rows and columns, the last ones partial (split over threads); rank 3.
-  const Shape shapes[] = {{32, 70}, {300, 517}, {256, 512}, {4, 6, 5}};
+  // One block of rows; several blocks of rows and columns, the last ones partial; the same split over threads
+  // (1024 x 600: past the kernel's grain); rank 3.
+  const Shape shapes[] = {{32, 70}, {300, 517}, {256, 512}, {1024, 600}, {4, 6, 5}};
   for (const Shape& shape : shapes) {
     for (const bool keepdims : {false, true}) {
       ReluBiasBackward backward(shape, keepdims);

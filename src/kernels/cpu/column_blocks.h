@@ -39,10 +39,9 @@ struct ColumnBlocks {
     return {row_block, first_row, std::min(rows, first_row + rows_per_block), first_column,
             std::min(kColumnsPerBlock, columns - first_column)};
   }
-  // Items per thread for a memory-bound pass (parallel_for's grain).
-  int64_t grain() const {
-    return std::max<int64_t>(
-        1, kMemoryBoundGrain / (std::min(rows, rows_per_block) * std::min(columns, kColumnsPerBlock)));
+  // Items per thread (parallel_for's grain) for at least `elements` elements per thread.
+  int64_t grain(int64_t elements = kMemoryBoundGrain) const {
+    return std::max<int64_t>(1, elements / (std::min(rows, rows_per_block) * std::min(columns, kColumnsPerBlock)));
   }
 
   int64_t rows, columns, rows_per_block, row_blocks, column_blocks;
