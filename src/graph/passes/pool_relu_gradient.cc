@@ -74,7 +74,7 @@ int channel_sum_of(const Graph& graph, int r_node, int64_t channel_axis, std::ma
 }
 
 // Whether a node with side effects lies strictly between nodes `first` and `last`.
-bool side_effect_between(const Graph& graph, int first, int last) {
+bool side_effect_lies_between(const Graph& graph, int first, int last) {
   for (int id = first + 1; id < last; ++id) {
     if (!graph.node(id).removed && graph.node(id).has_side_effects()) return true;
   }
@@ -104,7 +104,7 @@ int fuse_pool_relu_gradients(Graph& graph) {
         where.outputs[0].shape != pool.outputs[0].shape || where.outputs[0].dtype != pool.outputs[0].dtype) {
       continue;
     }
-    if (side_effect_between(graph, pooled.node, w)) continue;
+    if (side_effect_lies_between(graph, pooled.node, w)) continue;
 
     where.op = &OpRegistry::global().get("max_pool2d_relu_backward");
     where.attrs = pool.attrs;
@@ -144,7 +144,7 @@ int fuse_relu_bias_gradients(Graph& graph) {
     };
     // Rank 2 or more: a rank-1 r has no leading axes to sum over.
     if (r.dtype != DType::kF32 || r.shape.rank() < 2 || !same_as_r(x) || !same_as_r(gradient) ||
-        side_effect_between(graph, condition.node, w)) {
+        side_effect_lies_between(graph, condition.node, w)) {
       continue;
     }
     const int bias_sum = channel_sum_of(graph, w, r.shape.rank() - 1, readers);
