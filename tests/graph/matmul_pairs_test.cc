@@ -1,7 +1,8 @@
 // Matmul pairing: a dense layer's two gradient products, adjacent and sharing the gradient, become one
 // matmul_pair node whose outputs are the two products (within f32 rounding of the unfused ones; oneDNN on
 // one thread or two sums each element in the same order here, so they are equal to the bit); products that
-// are not adjacent, that read one another, share no input, or are not 2-D f32 stay apart.
+// are not adjacent, that read one another, share no input, are not 2-D f32, or have outputs past 2^17
+// elements stay apart.
 #include <gtest/gtest.h>
 
 #include "nimbus/graph/executor.h"
@@ -108,6 +109,10 @@ TEST(MatmulPairs, LeavesProductsApartThatCannotRunSideBySide) {
   }
   {
     DenseGradients dense(8, 5, 3, DType::kF64);  // matmul_pair's fast kernel is f32's
+    EXPECT_EQ(pair_matmuls(dense.g), 0);
+  }
+  {
+    DenseGradients dense(128, 3136, 128);  // the CNN example's dense layer: outputs past 2^17 elements
     EXPECT_EQ(pair_matmuls(dense.g), 0);
   }
 }

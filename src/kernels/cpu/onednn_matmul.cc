@@ -175,14 +175,8 @@ void run_pair_product(KernelContext& pair, size_t product) {
   }
 }
 
-// Products with more output elements than this (512 KiB of f32) are not run side by side: each output then
-// lies whole in the cache of the core that wrote it, and a next kernel that splits it over both threads pulls
-// half of it across. The CNN example's dense layer (outputs of 128 x 3136) saved 0.1 ms per step side by side
-// and lost 0.6 ms in the pooling gradient that reads its input gradient.
-constexpr int64_t kSideBySideOutputElements = int64_t{1} << 17;
-
-// matmul_pair: on a pool of two threads, with both products worth a thread and outputs of at most
-// kSideBySideOutputElements, each product runs on one thread at once. The MLP's layer-2 gradient products at
+// matmul_pair: on a pool of two threads, with both products worth a thread, each product runs on one thread
+// at once. The MLP's layer-2 gradient products at
 // batch 256 (2 x 256 x 256 x 512 multiply-adds) took 660 us split over both threads one after the other (each
 // fork wakes the sleeping worker, and the halves are small), 540 us side by side on one thread each, from one
 // fork (2-vCPU Xeon). Otherwise the two run one after the other, each as matmul runs it.
@@ -194,9 +188,7 @@ void matmul_pair(KernelContext& ctx) {
   };
   const bool side_by_side = !omp_in_parallel() && omp_get_max_threads() == 2;
   const bool worth_a_thread_each = work(0) > kCallingThreadWork && work(1) > kCallingThreadWork;
-  const bool outputs_fit =
-      ctx.outputs[0].numel() <= kSideBySideOutputElements && ctx.outputs[1].numel() <= kSideBySideOutputElements;
-  if (!side_by_side || !worth_a_thread_each || !outputs_fit) {
+  if (!side_by_side || !worth_a_thread_each) {
     run_pair_product(ctx, 0);
     run_pair_product(ctx, 1);
     return;
