@@ -40,6 +40,16 @@ double op_flops(const Graph& graph, const Node& node) {
     const int64_t epilogue = name == "matmul" ? 0 : (fused_activation_of(node.attrs) == Activation::kLinear ? 1 : 2);
     return static_cast<double>(output.numel()) * static_cast<double>(2 * k + epilogue);
   }
+  if (name == "matmul_pair") {
+    // 2 m n k for each product, k from its first operand.
+    double flops = 0;
+    for (int product = 0; product < 2; ++product) {
+      const Shape& a = input(2 * product);
+      const int64_t k = a[node.attrs.get_bool(product == 0 ? "transpose_a0" : "transpose_a1") ? 0 : 1];
+      flops += 2.0 * static_cast<double>(node.outputs[static_cast<size_t>(product)].shape.numel() * k);
+    }
+    return flops;
+  }
   if (name == "conv2d") return convolution_flops(output, input(1));
   if (name == "fused_conv2d") {
     // The convolution plus its bias and, when there is one, its activation per output element.

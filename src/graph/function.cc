@@ -213,9 +213,12 @@ struct Function::State {
     dump_graph(graph, dump_name, "traced");
     entry.traced.optimized = graph;
     const bool jit = options.jit.value_or(runtime_options().jit);
-    graph::optimize(
-        entry.traced.optimized,
-        {.device = signature.device, .fuse_elementwise = jit, .fuse_epilogues = jit, .fuse_pool_relu_gradients = jit});
+    graph::optimize(entry.traced.optimized, {.device = signature.device,
+                                             .fuse_elementwise = jit,
+                                             .fuse_epilogues = jit,
+                                             .fuse_pool_relu_gradients = jit,
+                                             .fuse_relu_bias_gradients = jit,
+                                             .pair_matmuls = jit});
     dump_graph(entry.traced.optimized, dump_name, "optimized");
     entry.traced.plan = graph::plan_memory(entry.traced.optimized);
     entry.executor = std::make_unique<graph::Executor>(entry.traced.optimized, entry.traced.plan, signature.device);

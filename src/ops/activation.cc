@@ -1,7 +1,10 @@
-// Activations: relu, gelu (tanh and erf forms) with gelu_backward, sigmoid,
-// tanh, softplus.
+// Activations: relu with relu_bias_backward, gelu (tanh and erf forms) with gelu_backward,
+// sigmoid, tanh, softplus.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 #include "nimbus/ops/creation.h"
 #include "nimbus/ops/dispatch.h"
@@ -41,6 +44,49 @@ const OpSchema& kRelu = define_op({
 // NaN stays NaN (as in torch and TensorFlow): a diverged value must not turn into a zero.
 const bool kReluReference =
     register_unary_reference("relu", kFloatingDTypes, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+
+// relu's gradient and the bias gradient of the layer whose output went through it, in one pass over grad_y
+// instead of a select and a sum (the graph's relu-bias gradient fusion makes it: docs/graph.md).
+const OpSchema& kReluBiasBackward = define_op({
+    .name = "relu_bias_backward",
+    .summary = "grad_y where y > 0, else 0: relu's gradient from its output y; and that gradient summed over all "
+               "but the last axis (the bias gradient of the layer before the relu)",
+    .kind = OpKind::kNN,
+    .precision = PrecisionRule::kFollowInputs,
+    .num_inputs = 2,
+    .infer =
+        [](const InferContext& ctx) {
+          internal::infer_unary_same(ctx, kFloatingDTypes);
+          ctx.expect_same_dtype(0, 1);
+          const TensorSpec& grad_y = ctx.inputs[0];
+          if (grad_y.shape != ctx.inputs[1].shape || grad_y.shape.rank() < 1) {
+            ctx.fail(fmt::format("grad_y is {}, y {}: they must have one shape, of rank 1 or more",
+                                 grad_y.shape.to_string(), ctx.inputs[1].shape.to_string()));
+          }
+          return std::vector<TensorSpec>{grad_y, {Shape{grad_y.shape[grad_y.shape.rank() - 1]}, grad_y.dtype}};
+        },
+    .differentiable = false,
+});
+
+// grad_y, y (rows, C) -> grad_z (rows, C), grad_b (C) summed in f64.
+const bool kReluBiasBackwardReference = register_kernel(
+    "relu_bias_backward",
+    {.name = kReferenceKernel, .dtypes = internal::dtype_list(kFloatingDTypes), .fn = [](KernelContext& ctx) {
+       const int64_t channels = ctx.outputs[1].numel(), n = ctx.outputs[0].numel();
+       std::vector<double> sums(static_cast<size_t>(channels), 0.0);
+       visit_dtype(ctx.inputs[0].dtype(), [&]<typename T>() {
+         const T* grad_y = static_cast<const T*>(ctx.inputs[0].raw_data());
+         const T* y = static_cast<const T*>(ctx.inputs[1].raw_data());
+         T* grad_z = static_cast<T*>(ctx.outputs[0].raw_data());
+         for (int64_t i = 0; i < n; ++i) {
+           const double value = to_double(y[i]) > 0 ? to_double(grad_y[i]) : 0.0;
+           grad_z[i] = from_double<T>(value);
+           sums[static_cast<size_t>(i % channels)] += value;
+         }
+         T* grad_b = static_cast<T*>(ctx.outputs[1].raw_data());
+         for (int64_t c = 0; c < channels; ++c) grad_b[c] = from_double<T>(sums[static_cast<size_t>(c)]);
+       });
+     }});
 
 // ---- gelu ----
 

@@ -34,7 +34,7 @@ StepTrace trace_at(const nlohmann::json& config, int64_t micro_batch) {
 }  // namespace
 
 Unit kernel_unit(const std::string& op) {
-  static const std::set<std::string> matmuls = {"matmul", "fused_matmul", "batch_matmul"};
+  static const std::set<std::string> matmuls = {"matmul", "fused_matmul", "matmul_pair", "batch_matmul"};
   if (matmuls.contains(op)) return Unit::kMatmul;
   if (op.starts_with("conv2d") || op == "fused_conv2d" || op.starts_with("depthwise_conv2d")) {
     return Unit::kConvolution;

@@ -88,6 +88,9 @@ NIMBUS_OP_CASES(elementwise_unary) {
                  .inputs = {{{5, 7}}, {{5, 7}, DType::kF32, -4, 4}},
                  .attrs = {{"approximate", std::string(form)}}});
   }
+  // relu's gradient from its output and the bias gradient: rows and channels, and leading axes summed together.
+  add_op_case({.name = "relu_bias_backward_2d", .op = "relu_bias_backward", .inputs = {{{6, 5}}, {{6, 5}}}});
+  add_op_case({.name = "relu_bias_backward_3d", .op = "relu_bias_backward", .inputs = {{{2, 3, 4}}, {{2, 3, 4}}}});
   add_op_case({.name = "cast_f32_to_f64", .op = "cast", .inputs = {{{3, 4}}}, .attrs = {{"dtype", DType::kF64}}});
   // A bf16 result cannot match f64 finite differences; cast_f32_to_f64 checks the gradient rule.
   add_op_case({.name = "cast_f32_to_bf16",

@@ -172,6 +172,22 @@ NIMBUS_OP_CASES(fast_unary) {
   }
 }
 
+// relu_bias_backward's vectorized kernel: several blocks of rows and of columns (300 x 517: 5 x 3 blocks, the
+// last ones partial, split over threads), one block (a batch-32 dense layer), and special values in both inputs
+// (NaN in y selects 0; NaN or Inf in grad_y where y > 0 reaches the sum).
+NIMBUS_OP_CASES(fast_relu_bias_backward) {
+  add_op_case({.name = "relu_bias_backward_fast_large",
+               .op = "relu_bias_backward",
+               .inputs = {{kLarge}, {kLarge}},
+               .check_gradient = false});
+  add_op_case(
+      {.name = "relu_bias_backward_fast_one_block", .op = "relu_bias_backward", .inputs = {{{32, 70}}, {{32, 70}}}});
+  add_op_case({.name = "relu_bias_backward_fast_special",
+               .op = "relu_bias_backward",
+               .inputs = {{{19, 1}, DType::kF32, 0, 0, kSpecialShuffled}, {{19, 1}, DType::kF32, 0, 0, kSpecial}},
+               .check_gradient = false});
+}
+
 NIMBUS_OP_CASES(fast_cast_fill) {
   // Values that round to ties, overflow f16, and fall into f16 subnormals.
   const std::vector<double> rounding = {1.0 + 1.0 / 2048,

@@ -1,6 +1,7 @@
 // Cases for matmul: every transpose combination, batches, broadcast batches;
 // fused_matmul: each activation, transposes, a batch, and sizes where oneDNN
-// blocks the product.
+// blocks the product; matmul_pair: a dense layer's two gradient products, small
+// (one after the other) and large enough to run side by side.
 #include "nimbus/ops/activation_table.h"
 #include "op_cases.h"
 
@@ -46,6 +47,22 @@ NIMBUS_OP_CASES(linalg) {
                .op = "fused_matmul",
                .inputs = {{{64, 200}}, {{200, 96}}, {{96}}},
                .attrs = {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("relu")}}});
+  // g @ wᵀ and xᵀ @ g; the large ones take 128 x 160 x 96 multiply-adds each, above the calling-thread bound.
+  const Attrs gradient_products{
+      {"transpose_a0", false}, {"transpose_b0", true}, {"transpose_a1", true}, {"transpose_b1", false}};
+  add_op_case({.name = "matmul_pair_small",
+               .op = "matmul_pair",
+               .inputs = {{{5, 6}}, {{4, 6}}, {{5, 4}}, {{5, 6}}},
+               .attrs = gradient_products});
+  add_op_case({.name = "matmul_pair_large",
+               .op = "matmul_pair",
+               .inputs = {{{128, 96}}, {{160, 96}}, {{128, 160}}, {{128, 96}}},
+               .attrs = gradient_products});
+  add_op_case(
+      {.name = "matmul_pair_plain_and_ta_tb",
+       .op = "matmul_pair",
+       .inputs = {{{3, 4}}, {{4, 5}}, {{4, 3}}, {{5, 4}}},
+       .attrs = {{"transpose_a0", false}, {"transpose_b0", false}, {"transpose_a1", true}, {"transpose_b1", true}}});
 }
 
 }  // namespace nimbus::testing

@@ -25,7 +25,8 @@ using testing::expect_every_op_of_the_graph_has_a_cuda_kernel;
 
 // A model's training step (testing::Model::step on x, labels and Adam's step size), traced on the CPU and
 // optimized as for a CUDA device, with fusion on and off: every op node has a CUDA kernel. (The CPU's own
-// optimization adds the pool-ReLU gradient fusion, which runs for CPU graphs alone.)
+// optimization adds the pool-ReLU and ReLU-bias gradient fusions and matmul pairs, which run for CPU graphs
+// alone.)
 void expect_every_op_has_a_cuda_kernel(const std::string& what,
                                        const std::function<std::unique_ptr<testing::Model>()>& make, const Tensor& x,
                                        const Tensor& labels) {
@@ -35,7 +36,11 @@ void expect_every_op_has_a_cuda_kernel(const std::string& what,
     Function step = function([m](const std::vector<Tensor>& in) { return m->step(in); },
                              {.name = "train_step", .graph = true, .jit = jit});
     graph::Graph g = step.traced_for({x, labels, testing::Adam::step_size(1)}).traced;
-    graph::optimize(g, {.fuse_elementwise = jit, .fuse_epilogues = jit, .fuse_pool_relu_gradients = false});
+    graph::optimize(g, {.fuse_elementwise = jit,
+                        .fuse_epilogues = jit,
+                        .fuse_pool_relu_gradients = false,
+                        .fuse_relu_bias_gradients = false,
+                        .pair_matmuls = false});
     expect_every_op_of_the_graph_has_a_cuda_kernel(what + " step, fusion " + (jit ? "on" : "off"), g, 4);
   }
 }

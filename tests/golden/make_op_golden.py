@@ -565,6 +565,11 @@ def pool2d_backward_torch(grad_y, x, attrs, kind):
     return torch.autograd.grad(pool2d_torch(x, attrs, kind), x, grad_y)[0]
 
 
+def relu_bias_backward_torch(grad_y, y):
+    grad_z = torch.where(y > 0, grad_y, torch.zeros_like(grad_y))
+    return grad_z, grad_z.sum(dim=tuple(range(grad_z.dim() - 1)))
+
+
 def relu_pool_backward_torch(grad_y, x, attrs, channel_sum_dims):
     grad_z = torch.where(x > 0, pool2d_backward_torch(grad_y, x, attrs, "max"), torch.zeros_like(x))
     return grad_z, grad_z.sum(dim=channel_sum_dims)
@@ -766,6 +771,7 @@ NO_TORCH_EQUIVALENT = {
     "fused_elementwise": "a composition of other ops' reference kernels by construction; OpForward and the graph fusion tests check it",
     "fused_conv2d": "conv2d, add and an activation on their reference kernels by construction (each has golden entries); OpForward checks oneDNN's fused kernel against it",
     "fused_matmul": "matmul, add and an activation on their reference kernels by construction (each has golden entries); OpForward checks oneDNN's fused kernel against it",
+    "matmul_pair": "two matmuls on their reference kernels by construction (matmul has golden entries); OpForward checks the CPU's side-by-side kernel against it",
     "assign": "a state update, not a function: OpForward.SideEffects and the Variable tests check it",
     "random_normal": "Philox streams differ from torch's generators; rng_test.cc checks them",
     "random_uniform": "Philox streams differ from torch's generators; rng_test.cc checks them",
@@ -781,9 +787,16 @@ NO_TORCH_EQUIVALENT = {
     "adam_update": "a state update of many tensors, not a function: OpSideEffects, and tests/train/fused_adam_test.cc against the unfused Adam and AdamW ops",
 }
 
+def relu_bias_entries():
+    """relu's gradient from its output y, and that gradient summed over all but the last axis (a bias
+    gradient). Last in ENTRIES, so that the entries before keep their random inputs."""
+    return [Entry(f"relu_bias_backward_rank{len(shape)}", "relu_bias_backward", [Fl(*shape), Fl(*shape)],
+                  relu_bias_backward_torch, gradient=False) for shape in [(6, 5), (2, 3, 4)]]
+
+
 ENTRIES = (binary_entries() + comparison_entries() + unary_entries() + reduction_entries() + shape_entries()
            + matmul_entries() + loss_entries() + special_value_entries() + shape_op_entries() + conv_entries()
-           + pool_entries() + normalization_entries() + attention_entries())
+           + pool_entries() + normalization_entries() + attention_entries() + relu_bias_entries())
 
 # ---- evaluation ----
 

@@ -90,8 +90,10 @@ TEST(GraphCost, ATracedAdamStepCountsParametersGradientsAndOptimizerSlots) {
   double matmul_flops = 0;
   for (int id = 0; id < static_cast<int>(traced.optimized.nodes().size()); ++id) {
     const Node& node = traced.optimized.node(id);
-    // With the JIT on, the forward matmuls carry their bias and activation (fused_matmul).
-    if (node.kind == NodeKind::kOp && (node.op->name == "matmul" || node.op->name == "fused_matmul")) {
+    // With the JIT on, the forward matmuls carry their bias and activation (fused_matmul), and each upper
+    // layer's two gradient products are one matmul_pair.
+    if (node.kind == NodeKind::kOp &&
+        (node.op->name == "matmul" || node.op->name == "fused_matmul" || node.op->name == "matmul_pair")) {
       matmul_flops += node_cost(traced.optimized, id).flops;
     }
   }

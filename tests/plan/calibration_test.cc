@@ -77,8 +77,9 @@ TEST(Calibration, MeasuresEveryOpOfTheProbesTrainingStep) {
   EXPECT_GT(profile.convolution_flops, 1e9);
   EXPECT_GT(profile.bandwidth, 1e9);
   EXPECT_GT(profile.vector_flops, 1e8);
-  for (const char* op : {"fused_elementwise", "fused_matmul", "matmul", "fused_conv2d", "conv2d_backward_filter",
-                         "conv2d_backward_input", "max_pool2d", "max_pool2d_relu_backward", "sum"}) {
+  for (const char* op :
+       {"fused_elementwise", "fused_matmul", "matmul_pair", "fused_conv2d", "conv2d_backward_filter",
+        "conv2d_backward_input", "max_pool2d", "max_pool2d_relu_backward", "relu_bias_backward", "sum"}) {
     ASSERT_TRUE(profile.op_rates.contains(op)) << op;
     EXPECT_GT(profile.op_rates.at(op).flops_per_second, 0) << op;
     EXPECT_GE(profile.op_rates.at(op).overhead_seconds, 0) << op;

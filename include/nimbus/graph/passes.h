@@ -51,6 +51,15 @@ int fuse_attention(Graph& graph);
 // gradient summed per channel) stands in for a sum of it over the other axes (the bias gradient of the
 // convolution below). Returns the number of fused nodes made.
 int fuse_pool_relu_gradients(Graph& graph);
+// ReLU-bias gradients (the JIT switch, CPU graphs): where(greater(x, 0), p, 0) for any other f32 p of x's
+// shape, when a sum of it over all but the last axis follows (the bias gradient of the dense layer below the
+// relu), becomes one relu_bias_backward(p, x) node whose second output stands in for that sum. Run after
+// fuse_pool_relu_gradients, which takes the pooling case. Returns the number of fused nodes made.
+int fuse_relu_bias_gradients(Graph& graph);
+// Matmul pairs (the JIT switch, CPU graphs): two adjacent 2-D f32 matmuls that share an input, the second not
+// reading the first (a dense layer's input and weight gradients), become one matmul_pair node, which the CPU
+// runs side by side on a two-thread pool. Returns the number of pairs made.
+int pair_matmuls(Graph& graph);
 // In-place updates: an assign whose value comes from an op that can write it
 // straight into the variable is folded into that op (no copy, no buffer).
 // Returns the number of assigns folded.
@@ -66,11 +75,14 @@ struct PassOptions {
   bool fuse_attention = true;
   bool fuse_epilogues = true;
   bool fuse_pool_relu_gradients = true;  // on the CPU only: max_pool2d_relu_backward has CPU kernels alone
+  bool fuse_relu_bias_gradients = true;  // on the CPU only: relu_bias_backward's fast kernel is the CPU's
+  bool pair_matmuls = true;              // on the CPU only: matmul_pair has a CPU kernel alone
   bool update_in_place = true;
 };
 
 // Runs the enabled passes in order (update forwarding, folding,
-// simplification, CSE, dead code, attention, matmul epilogues, pool-ReLU gradients, elementwise fusion,
+// simplification, CSE, dead code, attention, matmul epilogues, pool-ReLU and ReLU-bias gradients, matmul pairs,
+// elementwise fusion,
 // in-place updates) and compacts the graph.
 void optimize(Graph& graph, const PassOptions& options);
 

@@ -15,6 +15,11 @@ void optimize(Graph& graph, const PassOptions& options) {
     eliminate_dead_code(graph);  // the zeros compared with and selected, sums kept by reshapes now gone
     graph.compact();
   }
+  if (options.fuse_relu_bias_gradients && options.device.is_cpu() && fuse_relu_bias_gradients(graph) > 0) {
+    eliminate_dead_code(graph);  // the same
+    graph.compact();
+  }
+  if (options.pair_matmuls && options.device.is_cpu() && pair_matmuls(graph) > 0) graph.compact();
   if (options.fuse_elementwise) fuse_elementwise(graph);
   if (options.update_in_place && update_in_place(graph) > 0) graph.compact();
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "nimbus/ops/registry.h"
+#include "src/kernels/cpu/column_blocks.h"
 #include "src/kernels/cpu/half_convert.h"
 #include "src/kernels/cpu/parallel.h"
 #include "src/kernels/cpu/simd.h"
@@ -93,13 +94,9 @@ struct Min {
   static double finish(double acc, int64_t) { return acc; }
 };
 
-// Elements per block of a contiguous reduction (32 f32 lanes of 256 values).
-// Reducing over leading axes, a block is up to 256 columns by enough rows for
-// about as many elements, 64 to 256 rows (each column lane adds at most 256).
-constexpr int64_t kBlockElements = 8192;
-constexpr int64_t kColumnsPerBlock = 256;
-constexpr int64_t kMinRowsPerBlock = 64;
-constexpr int64_t kMaxRowsPerBlock = 256;
+// Elements per block of a contiguous reduction (32 f32 lanes of 256 values); reducing over leading axes,
+// blocks as ColumnBlocks cuts them.
+constexpr int64_t kBlockElements = ColumnBlocks::kBlockElements;
 
 // The type a reduction over T accumulates in: f16 and bf16 in f32.
 template <typename T>
@@ -186,29 +183,23 @@ void reduce_rows(const T* x, T* out, const ReduceLayout& layout, int64_t count) 
 }
 
 // x (outer, reduced, inner) reduced to (outer, inner), vectorized along inner.
-// Work items are (outer index, block of rows, block of columns).
+// Work items are (outer index, block of rows, block of columns), as ColumnBlocks cuts (reduced, inner).
 template <typename Op, typename T>
 void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t count) {
   const int64_t inner = layout.inner, reduced = layout.reduced;
-  const int64_t width = std::min(inner, kColumnsPerBlock);
-  const int64_t rows_per_block = std::clamp(kBlockElements / width, kMinRowsPerBlock, kMaxRowsPerBlock);
-  const int64_t row_blocks = (reduced + rows_per_block - 1) / rows_per_block;
-  const int64_t column_blocks = (inner + kColumnsPerBlock - 1) / kColumnsPerBlock;
-  const int64_t items = layout.outer * row_blocks * column_blocks;
+  const ColumnBlocks blocks(reduced, inner);
+  const int64_t row_blocks = blocks.row_blocks;
   std::vector<double> partial(row_blocks > 1 ? static_cast<size_t>(layout.outer * row_blocks * inner) : 0);
   const Held<T> identity = static_cast<Held<T>>(Op::kIdentity);
-  const int64_t item_elements = std::min(reduced, rows_per_block) * width;
-  parallel_for(items, std::max<int64_t>(1, kMemoryBoundGrain / item_elements), [&](int64_t begin, int64_t end) {
-    Held<T> acc[kColumnsPerBlock];
-    std::vector<Held<T>> buffer = held_buffer<T>(kColumnsPerBlock);
+  parallel_for(layout.outer * blocks.items(), blocks.grain(), [&](int64_t begin, int64_t end) {
+    Held<T> acc[ColumnBlocks::kColumnsPerBlock];
+    std::vector<Held<T>> buffer = held_buffer<T>(ColumnBlocks::kColumnsPerBlock);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t cb = item % column_blocks;
-      const int64_t rb = item / column_blocks % row_blocks;
-      const int64_t o = item / column_blocks / row_blocks;
-      const int64_t c0 = cb * kColumnsPerBlock, columns = std::min(kColumnsPerBlock, inner - c0);
-      const int64_t r0 = rb * rows_per_block, r1 = std::min(reduced, r0 + rows_per_block);
+      const int64_t o = item / blocks.items();
+      const ColumnBlocks::Block b = blocks.block(item % blocks.items());
+      const int64_t c0 = b.first_column, columns = b.columns;
       std::fill(acc, acc + columns, identity);
-      for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t r = b.first_row; r < b.end_row; ++r) {
         const Held<T>* row = held(x + (o * reduced + r) * inner + c0, columns, buffer.data());
 #pragma omp simd
         for (int64_t c = 0; c < columns; ++c) acc[c] = Op::combine(acc[c], row[c]);
@@ -216,7 +207,7 @@ void reduce_columns(const T* x, T* out, const ReduceLayout& layout, int64_t coun
       if (row_blocks == 1) {
         for (int64_t c = 0; c < columns; ++c) out[o * inner + c0 + c] = stored<T>(Op::finish(acc[c], count));
       } else {
-        double* slot = partial.data() + (o * row_blocks + rb) * inner + c0;
+        double* slot = partial.data() + (o * row_blocks + b.row_block) * inner + c0;
         for (int64_t c = 0; c < columns; ++c) slot[c] = acc[c];
       }
     }
