@@ -120,8 +120,7 @@ TEST(ImageOps, ScaleShiftToF32WithFlipMatchesFlipThenScaleShift) {
       }
     }
   }
-  EXPECT_THROW(scale_shift_to_f32(Tensor::from_vector<uint8_t>({1, 2, 3}, {3}), {1.0f}, {0.0f}, true),
-               InvalidArgument);
+  EXPECT_THROW(scale_shift_to_f32(Tensor::from_vector<uint8_t>({1, 2, 3}, {3}), {1.0f}, {0.0f}, true), InvalidArgument);
   int flips = 0;
   for (uint64_t seed = 0; seed < 100; ++seed) {
     const Tensor image = ramp(2, 3, 1);
