@@ -408,6 +408,7 @@ void TrainingPosition::finish_epoch(int epoch, double elapsed) {
 }
 
 History Trainer::fit_batches(BatchSource& batches, const FitOptions& options) {
+  const FlushDenormalsScope flush_denormals;
   const int64_t accumulation = options.gradient_accumulation;
   check_batch_split(options.batch_size, options.gradient_accumulation,
                     options_.strategy ? options_.strategy->num_replicas_in_sync() : 1);

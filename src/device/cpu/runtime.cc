@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <thread>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "nimbus/base/error.h"
 #include "nimbus/base/rng.h"
@@ -35,6 +38,36 @@ void configure_runtime(const RuntimeOptions& options) {
 }
 
 const RuntimeOptions& runtime_options() { return current_options(); }
+
+#if defined(__x86_64__)
+namespace {
+constexpr unsigned kFlushToZero = 1u << 15, kDenormalsAreZero = 1u << 6;  // MXCSR bits
+constexpr unsigned kFlushDenormals = kFlushToZero | kDenormalsAreZero;
+
+// The pool's threads (libgomp's workers keep theirs between regions; ones it starts later copy the
+// calling thread's).
+void set_pool_flush_denormals(bool on) {
+#pragma omp parallel
+  {
+    const unsigned mode = _mm_getcsr();
+    _mm_setcsr(on ? mode | kFlushDenormals : mode & ~kFlushDenormals);
+  }
+}
+}  // namespace
+
+FlushDenormalsScope::FlushDenormalsScope() : previous_(_mm_getcsr()) {
+  _mm_setcsr(previous_ | kFlushDenormals);
+  set_pool_flush_denormals(true);
+}
+
+FlushDenormalsScope::~FlushDenormalsScope() {
+  set_pool_flush_denormals((previous_ & kFlushDenormals) == kFlushDenormals);
+  _mm_setcsr(previous_);
+}
+#else
+FlushDenormalsScope::FlushDenormalsScope() = default;
+FlushDenormalsScope::~FlushDenormalsScope() = default;
+#endif
 
 int compute_threads() { return omp_get_max_threads(); }
 
