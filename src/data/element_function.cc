@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +11,7 @@
 
 #include "nimbus/data/image_ops.h"
 #include "nimbus/device/host_memory.h"
+#include "nimbus/device/runtime.h"
 #include "nimbus/ops/dispatch.h"
 #include "nimbus/ops/fused_elementwise.h"
 #include "nimbus/ops/registry.h"
@@ -417,19 +417,6 @@ void mark_last_uses(ElementFunction::Program& program) {
   }
 }
 
-// Per-element work runs on the calling thread alone: parallelism comes from num_parallel_calls, and a
-// kernel that forked an OpenMP team on each of several pipeline threads would oversubscribe the cores.
-class SingleThreadedKernels {
- public:
-  SingleThreadedKernels() : previous_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleThreadedKernels() { omp_set_num_threads(previous_); }
-  SingleThreadedKernels(const SingleThreadedKernels&) = delete;
-  SingleThreadedKernels& operator=(const SingleThreadedKernels&) = delete;
-
- private:
-  int previous_;
-};
-
 }  // namespace
 
 ElementFunction ElementFunction::trace(const Body& body, const std::vector<ComponentSpec>& inputs, std::string name) {
@@ -460,7 +447,7 @@ Element ElementFunction::operator()(const Element& element) const {
                                       program.name, element.size()));
   }
   const uint64_t call = program.calls.fetch_add(1, std::memory_order_relaxed);
-  const SingleThreadedKernels single_threaded;
+  const CallingThreadOnly single_threaded;  // parallelism comes from num_parallel_calls
   // The element's tensors are the pipeline's, counted as host pipeline memory, whose allocator keeps
   // freed buffers for the next element: fresh pages for each would cost more than the decode.
   const HostMemoryScope host_memory;

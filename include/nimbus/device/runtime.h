@@ -34,6 +34,21 @@ struct RuntimeOptions {
 
 void configure_runtime(const RuntimeOptions& options);
 
+// While alive, kernels that split their own work over the compute pool (oneDNN's too: they ask
+// omp_get_max_threads()) run on the calling thread alone: for work that takes less time than waking
+// the pool's sleeping workers, and for a pipeline's per-element work, whose parallelism comes from
+// its several threads (a team forked on each would oversubscribe the cores).
+class CallingThreadOnly {
+ public:
+  CallingThreadOnly();
+  ~CallingThreadOnly();
+  CallingThreadOnly(const CallingThreadOnly&) = delete;
+  CallingThreadOnly& operator=(const CallingThreadOnly&) = delete;
+
+ private:
+  int previous_;  // the pool's size before
+};
+
 // While alive, subnormal floats (below 1.2e-38 in f32) flush to zero in results and read as zero in
 // inputs, on the calling thread and the compute pool's threads, as TensorFlow's CPU threads run; the
 // modes before come back after. Training makes such values (Adam's second moments of tiny gradients),

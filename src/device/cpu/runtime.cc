@@ -71,6 +71,9 @@ FlushDenormalsScope::~FlushDenormalsScope() = default;
 
 int compute_threads() { return omp_get_max_threads(); }
 
+CallingThreadOnly::CallingThreadOnly() : previous_(omp_get_max_threads()) { omp_set_num_threads(1); }
+CallingThreadOnly::~CallingThreadOnly() { omp_set_num_threads(previous_); }
+
 void reexec_with_omp_defaults(int argc, char** argv) {
   if (argc < 1 || std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;

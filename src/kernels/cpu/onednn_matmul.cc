@@ -15,6 +15,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "nimbus/device/runtime.h"
 #include "nimbus/ops/for_kernels/matmul_geometry.h"
 #include "nimbus/ops/registry.h"
 #include "src/kernels/cpu/onednn.h"

@@ -38,18 +38,4 @@ void parallel_for(int64_t n, int64_t grain, F&& f, int64_t align = 1) {
   }
 }
 
-// While alive, kernels that split their own work over the pool (oneDNN's: they ask
-// omp_get_max_threads()) run on the calling thread, for work that takes less time than
-// waking the pool's sleeping workers.
-class CallingThreadOnly {
- public:
-  CallingThreadOnly() : previous_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~CallingThreadOnly() { omp_set_num_threads(previous_); }
-  CallingThreadOnly(const CallingThreadOnly&) = delete;
-  CallingThreadOnly& operator=(const CallingThreadOnly&) = delete;
-
- private:
-  int previous_;
-};
-
 }  // namespace nimbus::cpu
